@@ -1,0 +1,204 @@
+"""DD2xx: names and resolution for rendezvous."""
+from __future__ import annotations
+
+import ipaddress
+
+from ddpdoctor.model import Finding, Fix, Severity
+from ddpdoctor.probes.dns import is_loopback
+from ddpdoctor.registry import Skip, check
+
+SLOW_RESOLVER_S = 1.0
+
+
+def _hosts_line_fix(ctx, summary: str) -> Fix:
+    addr = ctx.route.src_addr if ctx.route and ctx.route.ok and not is_loopback(ctx.route.src_addr) else None
+    cmds = (f"echo '{addr} {ctx.hostname}' | sudo tee -a /etc/hosts",) if addr else ()
+    env = {}
+    if ctx.route_nic and not ctx.route_nic.is_loopback:
+        env = {"GLOO_SOCKET_IFNAME": ctx.route_nic.name}
+    return Fix(summary, cmds, env)
+
+
+@check("DD201", "this host's name resolves", category="dns", tags={"network", "prolog"}, timeout=4)
+def hostname_resolves(ctx):
+    """## What it checks
+    `getaddrinfo(gethostname())` returns at least one address on this host.
+
+    ## Why it matters
+    torchrun's c10d rendezvous and Gloo's default device both resolve the local hostname. When it
+    does not resolve, the launcher dies with `socket.gaierror: [Errno -2] Name or service not known`
+    (or Gloo with `getaddrinfo ... Name or service not known`) before any training code runs.
+
+    ## Fix
+    Add the host's own address to `/etc/hosts` (or DNS): `198.18.1.2 node2`. Setting
+    `GLOO_SOCKET_IFNAME` to the interface that reaches the master avoids Gloo's lookup.
+    """
+    r = ctx.local_res
+    if r.ok:
+        yield Finding(Severity.INFO, f"{ctx.hostname} -> {', '.join(r.addrs)} ({r.duration_s * 1000:.0f} ms)",
+                      evidence={"hostname": ctx.hostname, "addrs": r.addrs})
+        return
+    yield Finding(Severity.ERROR, f"this host's name {ctx.hostname!r} does not resolve: {r.error}",
+                  hint="torchrun's c10d rendezvous and Gloo call getaddrinfo(gethostname()) and stop with socket.gaierror",
+                  fix=_hosts_line_fix(ctx, f"make {ctx.hostname} resolve to the address that reaches the master"),
+                  evidence={"hostname": ctx.hostname, "error": r.error})
+
+
+@check("DD202", "this host's name does not resolve to loopback", category="dns", tags={"network", "prolog"}, timeout=4)
+def hostname_not_loopback(ctx):
+    """## What it checks
+    The addresses the local hostname resolves to are not loopback (127.0.0.0/8, ::1), unless the
+    whole job runs on this host.
+
+    ## Why it matters
+    Debian and Ubuntu write `127.0.1.1 <hostname>` into `/etc/hosts`. Gloo binds the address the
+    hostname resolves to and tells its peers to connect there: the other nodes then dial their own
+    loopback, and the job fails to connect or hangs in the first collective.
+
+    ## Fix
+    Map the hostname to the address of the interface that reaches the other nodes in `/etc/hosts`,
+    or export `GLOO_SOCKET_IFNAME` (and `NCCL_SOCKET_IFNAME`) for that interface.
+    """
+    r = ctx.local_res
+    if not r.ok:
+        raise Skip("the hostname does not resolve (DD201)")
+    first = r.addrs[0]
+    if not is_loopback(first):
+        return
+    if ctx.master_addr and is_loopback(ctx.master_addr):
+        yield Finding(Severity.INFO, f"{ctx.hostname} -> {first} (loopback), fine while the master is this host")
+        return
+    fix = _hosts_line_fix(ctx, f"map {ctx.hostname} to its routable address instead of {first}")
+    if ctx.route_nic and not ctx.route_nic.is_loopback:
+        fix = Fix(fix.summary, (f"sudo sed -i 's/^{first}\\s.*{ctx.hostname}.*$/# &/' /etc/hosts", *fix.commands),
+                  {**fix.env, "NCCL_SOCKET_IFNAME": "=" + ctx.route_nic.name})
+    yield Finding(Severity.ERROR, f"this host's name {ctx.hostname!r} resolves to loopback {first}",
+                  hint="Gloo binds that address and advertises it: the other nodes would connect to themselves",
+                  fix=fix, evidence={"hostname": ctx.hostname, "addrs": r.addrs})
+
+
+@check("DD203", "this host's name resolves to one of its own addresses", category="dns", tags={"network", "prolog"}, timeout=4)
+def hostname_is_local(ctx):
+    """## What it checks
+    At least one address the local hostname resolves to belongs to an interface of this host.
+
+    ## Why it matters
+    Gloo's default device binds the first resolved address it can bind. When none belongs to
+    this host (a stale `/etc/hosts` entry, DNS pointing at another machine, a NAT address), Gloo
+    warns `Unable to resolve hostname to a (local) address` and falls back to loopback, which the
+    other nodes cannot reach.
+
+    ## Fix
+    Correct the `/etc/hosts` or DNS entry for this host, or export `GLOO_SOCKET_IFNAME` for the
+    interface that reaches the master.
+    """
+    r = ctx.local_res
+    if not r.ok:
+        raise Skip("the hostname does not resolve (DD201)")
+    local = [a for a in r.addrs if a in ctx.local_addrs or is_loopback(a)]
+    if local:
+        return
+    yield Finding(Severity.ERROR,
+                  f"{ctx.hostname!r} resolves to {', '.join(r.addrs)}, none of which is an address of this host",
+                  hint=f"addresses here: {', '.join(sorted(ctx.local_addrs)) or 'none'}; Gloo falls back to loopback",
+                  fix=_hosts_line_fix(ctx, f"point {ctx.hostname} at this host's own address"),
+                  evidence={"addrs": r.addrs, "local": sorted(ctx.local_addrs)})
+
+
+@check("DD204", "this host's FQDN resolves", category="dns", tags={"network"}, timeout=4)
+def fqdn_resolves(ctx):
+    """## What it checks
+    `socket.getfqdn()` names something that resolves.
+
+    ## Why it matters
+    torchrun's elastic agent reports and matches hosts by their fully-qualified name; a FQDN that
+    does not resolve makes rendezvous hosts disagree on who is who.
+
+    ## Fix
+    Give the host a consistent name: the FQDN (first name after the address in `/etc/hosts`) must
+    resolve on every node.
+    """
+    if ctx.fqdn == ctx.hostname:
+        return
+    r = ctx.fqdn_res
+    if not r.ok:
+        yield Finding(Severity.WARNING, f"FQDN {ctx.fqdn!r} of {ctx.hostname!r} does not resolve: {r.error}",
+                      fix=Fix("make the FQDN resolve (list it in /etc/hosts or DNS)"), evidence={"fqdn": ctx.fqdn})
+
+
+def _is_ip(s: str) -> bool:
+    try:
+        ipaddress.ip_address(s)
+        return True
+    except ValueError:
+        return False
+
+
+@check("DD205", "the master's name resolves", category="dns", tags={"network"}, timeout=4)
+def master_resolves(ctx):
+    """## What it checks
+    The master address given (`--master`, else `MASTER_ADDR`) resolves on this host.
+
+    ## Why it matters
+    Every worker must resolve the rendezvous host. A name that resolves only on the master (or
+    only in its own `/etc/hosts`) makes torchrun fail with `socket.gaierror` or
+    `RendezvousConnectionError` on the workers.
+
+    ## Fix
+    Add the master to this node's `/etc/hosts` or DNS, or use its IP address in
+    `--rdzv-endpoint` / `MASTER_ADDR`.
+    """
+    r = ctx.master_res
+    if r.ok:
+        yield Finding(Severity.INFO, f"{ctx.master} -> {', '.join(r.addrs)} ({r.duration_s * 1000:.0f} ms)")
+        return
+    yield Finding(Severity.ERROR, f"the master {ctx.master!r} does not resolve on {ctx.hostname}: {r.error}",
+                  hint="the workers must resolve the rendezvous host; test with: getent ahosts " + ctx.master,
+                  fix=Fix(f"add the master to /etc/hosts on {ctx.hostname} (or DNS), or use its IP address",
+                          (f"echo '<master-ip> {ctx.master}' | sudo tee -a /etc/hosts",)),
+                  evidence={"master": ctx.master, "error": r.error})
+
+
+@check("DD206", "the master's address resolves back to a name", category="dns", tags={"network"}, timeout=4)
+def master_reverse(ctx):
+    """## What it checks
+    Reverse resolution of the master's address (informational).
+
+    ## Why it matters
+    torch does not need reverse lookups, but NCCL and c10d log peers by name; an address with no
+    name makes logs harder to read, and a reverse name of another host reveals a stale entry.
+
+    ## Fix
+    Add a PTR record or an `/etc/hosts` line for the master.
+    """
+    if not ctx.master_addr:
+        raise Skip("the master does not resolve (DD205)")
+    rev = ctx.master_reverse
+    if rev.names:
+        yield Finding(Severity.INFO, f"{rev.addr} -> {', '.join(rev.names)}")
+    else:
+        yield Finding(Severity.INFO, f"{rev.addr} has no reverse name ({rev.error}); harmless for torch")
+
+
+@check("DD207", "name resolution is fast", category="dns", tags={"network", "prolog"}, timeout=6)
+def resolver_is_fast(ctx):
+    """## What it checks
+    Resolving this host's name and the master's name each takes less than 1 s.
+
+    ## Why it matters
+    Rendezvous resolves names repeatedly; a resolver that times out (an unreachable DNS server
+    listed first in `/etc/resolv.conf`) stalls every start by seconds per lookup and can trip
+    rendezvous timeouts.
+
+    ## Fix
+    Put the cluster's names into `/etc/hosts`, or fix the first `nameserver` in `/etc/resolv.conf`.
+    """
+    for label, r in (("this host's name", ctx.local_res), ("the master's name", ctx.master_res)):
+        if r.timed_out:
+            yield Finding(Severity.ERROR, f"resolving {label} {r.name!r} {r.error}",
+                          fix=Fix("list the cluster's names in /etc/hosts or fix the first nameserver",
+                                  ("cat /etc/resolv.conf", f"time getent ahosts {r.name}")))
+        elif r.duration_s > SLOW_RESOLVER_S:
+            yield Finding(Severity.WARNING, f"resolving {label} {r.name!r} took {r.duration_s:.1f} s",
+                          fix=Fix("list the cluster's names in /etc/hosts or fix the first nameserver",
+                                  ("cat /etc/resolv.conf",)))

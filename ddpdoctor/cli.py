@@ -1,0 +1,101 @@
+"""Command line: parse, select checks, call the runner, render. Nothing else lives here.
+
+Subcommands are imported only when used (`LazyGroup`), so `ddpdoctor --help` and `ddpdoctor
+network` never import torch. Exit codes: 0 nothing failed, 1 a failure or timeout, 2 usage or
+configuration error, 3 ddpdoctor itself crashed.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import sys
+
+import click
+
+from ddpdoctor import __version__
+from ddpdoctor.validate import BadInput
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_CRASH = 0, 1, 2, 3
+
+# name -> "module:attribute"; each module stays cheap to import (torch only inside functions).
+LAZY_COMMANDS = {
+    "network": "ddpdoctor.commands.network:network",
+    "list-checks": "ddpdoctor.commands.catalog:list_checks",
+    "explain": "ddpdoctor.commands.explain:explain",
+    "smoke": "ddpdoctor.smoke.command:smoke",
+    "prolog": "ddpdoctor.slurm.command:prolog",
+    "cluster": "ddpdoctor.slurm.cluster_command:cluster",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return [n for n in LAZY_COMMANDS if self._load(n) is not None]
+
+    def get_command(self, ctx, name):
+        return self._load(name)
+
+    @staticmethod
+    def _load(name):
+        target = LAZY_COMMANDS.get(name)
+        if not target:
+            return None
+        mod, attr = target.split(":")
+        try:
+            return getattr(importlib.import_module(mod), attr)
+        except ModuleNotFoundError as e:
+            if e.name and mod.startswith(e.name):  # that command is not part of this build
+                return None
+            raise
+
+
+def fail_usage(msg: str) -> None:
+    """One clear line on stderr and exit 2: the contract for bad input."""
+    click.echo(f"ddpdoctor: error: {msg}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def default_master() -> str:
+    return os.environ.get("MASTER_ADDR") or socket.gethostname()
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="ddpdoctor")
+def cli():
+    """Find why a distributed PyTorch job will not start, hangs, or wastes GPU memory.
+
+    \b
+    ddpdoctor network --master node1          on a worker: DNS, ports, NIC choice, environment
+    ddpdoctor network --listen --expect 3     on the master, while the workers probe it
+    ddpdoctor explain DD303                   what a check verifies and how to fix it
+    """
+
+
+def main(argv=None) -> None:
+    try:
+        cli.main(args=argv, prog_name="ddpdoctor", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("ddpdoctor: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        # click's usage errors: keep them to one line, exit 2
+        msg = e.format_message().replace("\n", " ")
+        click.echo(f"ddpdoctor: error: {msg}", err=True)
+        sys.exit(EXIT_USAGE)
+    except BadInput as e:
+        fail_usage(str(e))
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        click.echo("ddpdoctor: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(EXIT_OK)
+    except Exception as e:  # noqa: BLE001 - never a traceback for the user
+        click.echo(f"ddpdoctor: internal error, please report: {type(e).__name__}: {e}", err=True)
+        if os.environ.get("DDPDOCTOR_DEBUG"):
+            raise
+        sys.exit(EXIT_CRASH)
+    else:
+        sys.exit(EXIT_OK)

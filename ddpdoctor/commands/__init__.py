@@ -1,0 +1,1 @@
+"""One module per subcommand; each imports only what it needs."""

@@ -1,0 +1,152 @@
+"""Facts `ddpdoctor network` judges, gathered lazily and once, shared by all its checks."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+from ddpdoctor import handshake
+from ddpdoctor.memo import lazy
+from ddpdoctor.probes import dns, sockets
+from ddpdoctor.probes.nics import Nic, list_nics, nic_with_addr
+
+
+@dataclass(frozen=True)
+class Ping:
+    state: str  # "ok", "lost", "unavailable"
+    rtt_ms: float | None = None
+    detail: str = ""
+
+
+def read_port_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int] | None:
+    try:
+        with open(path) as f:
+            lo, hi = (int(x) for x in f.read().split()[:2])
+        return lo, hi
+    except (OSError, ValueError):
+        return None
+
+
+class NetworkFacts:
+    def __init__(self, master: str, port: int, *, env: Mapping[str, str] | None = None,
+                 probe_timeout: float = 2.0, hostname: str | None = None):
+        self.master = master
+        self.port = port
+        self.env = dict(os.environ if env is None else env)
+        self.probe_timeout = probe_timeout
+        self._hostname = hostname
+
+    # --- this host -------------------------------------------------------------------------
+    @lazy
+    def hostname(self) -> str:
+        return self._hostname or socket.gethostname()
+
+    @lazy
+    def local_res(self) -> dns.Resolution:
+        return dns.resolve(self.hostname, timeout=self.probe_timeout)
+
+    @lazy
+    def fqdn(self) -> str:
+        return dns.fqdn(self.hostname, timeout=self.probe_timeout)
+
+    @lazy
+    def fqdn_res(self) -> dns.Resolution:
+        return dns.resolve(self.fqdn, timeout=self.probe_timeout)
+
+    @lazy
+    def nics(self) -> list[Nic]:
+        return list_nics()
+
+    @lazy
+    def local_addrs(self) -> set[str]:
+        return {a for n in self.nics for a in n.addrs}
+
+    # --- the master ------------------------------------------------------------------------
+    @lazy
+    def master_res(self) -> dns.Resolution:
+        return dns.resolve(self.master, timeout=self.probe_timeout)
+
+    @lazy
+    def master_addr(self) -> str | None:
+        """The address torch would connect to: the first IPv4 result, else the first one."""
+        r = self.master_res
+        return (r.ipv4 or r.addrs or (None,))[0]
+
+    @lazy
+    def master_reverse(self) -> dns.Reverse | None:
+        return dns.reverse(self.master_addr, timeout=self.probe_timeout) if self.master_addr else None
+
+    @lazy
+    def master_is_local(self) -> bool:
+        """True on the master itself: its name resolves to loopback or to one of our addresses."""
+        a = self.master_addr
+        return bool(a) and (dns.is_loopback(a) or a in self.local_addrs)
+
+    @lazy
+    def route(self) -> sockets.Route | None:
+        return sockets.route_to(self.master_addr, self.port) if self.master_addr else None
+
+    @lazy
+    def route_nic(self) -> Nic | None:
+        r = self.route
+        if not r or not r.ok:
+            return None
+        return nic_with_addr(self.nics, r.src_addr)
+
+    @lazy
+    def tcp(self) -> sockets.TcpProbe | None:
+        if not self.master_addr:
+            return None
+        return sockets.tcp_probe(self.master_addr, self.port, timeout=self.probe_timeout)
+
+    @lazy
+    def hello(self) -> handshake.Hello | None:
+        """The ddpdoctor handshake on the rendezvous port, when something listens there."""
+        t = self.tcp
+        if not t or t.state != sockets.OPEN:
+            return None
+        return handshake.hello(self.master_addr, self.port, self.hostname, timeout=self.probe_timeout)
+
+    @lazy
+    def ephemeral(self) -> sockets.TcpProbe | None:
+        h = self.hello
+        if not h or not h.is_ddpdoctor or not h.eport:
+            return None
+        return handshake.ephemeral(self.master_addr, h.eport, self.hostname, timeout=self.probe_timeout)
+
+    @lazy
+    def ping(self) -> Ping:
+        exe = shutil.which("ping")
+        if not exe:
+            return Ping("unavailable", None, "no `ping` program on this host")
+        if not self.master_addr:
+            return Ping("unavailable", None, "master does not resolve")
+        wait = max(1, int(self.probe_timeout + 0.999))
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run([exe, "-n", "-c", "1", "-W", str(wait), "--", self.master_addr],
+                               capture_output=True, text=True, timeout=wait + 1.0, stdin=subprocess.DEVNULL)
+        except (subprocess.TimeoutExpired, OSError) as e:
+            return Ping("lost", None, str(e))
+        out = (p.stdout + p.stderr).strip()
+        if p.returncode == 0:
+            rtt = None
+            for tok in out.split():
+                if tok.startswith("time="):
+                    try:
+                        rtt = float(tok[5:])
+                    except ValueError:
+                        pass
+            return Ping("ok", rtt if rtt is not None else (time.monotonic() - t0) * 1000)
+        low = out.lower()
+        if "permitted" in low or "permission" in low or "socket:" in low:
+            return Ping("unavailable", None, out.splitlines()[-1] if out else "ICMP not permitted")
+        return Ping("lost", None, out.splitlines()[-1] if out else f"ping exit {p.returncode}")
+
+    @lazy
+    def port_range(self) -> tuple[int, int] | None:
+        return read_port_range()

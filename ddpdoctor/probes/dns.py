@@ -1,0 +1,85 @@
+"""Name resolution facts: forward and reverse lookups through the system resolver, timed."""
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from dataclasses import dataclass, field
+
+from ddpdoctor.probes.timeouts import ProbeTimeout, call_with_timeout
+
+
+@dataclass(frozen=True)
+class Resolution:
+    name: str
+    addrs: tuple[str, ...] = ()   # in getaddrinfo order, de-duplicated
+    error: str = ""               # resolver error text, "" when it resolved
+    duration_s: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.addrs)
+
+    @property
+    def ipv4(self) -> tuple[str, ...]:
+        return tuple(a for a in self.addrs if ":" not in a)
+
+
+@dataclass(frozen=True)
+class Reverse:
+    addr: str
+    names: tuple[str, ...] = field(default_factory=tuple)
+    error: str = ""
+    duration_s: float = 0.0
+
+
+def _gai(name: str, family: int) -> list:
+    # SOCK_STREAM: one entry per address instead of one per socket type.
+    return socket.getaddrinfo(name, None, family, socket.SOCK_STREAM)
+
+
+def resolve(name: str, *, timeout: float = 2.0, family: int = socket.AF_UNSPEC) -> Resolution:
+    """getaddrinfo(name) as torch's c10d and Gloo call it, with a timeout it does not have."""
+    t0 = time.monotonic()
+    try:
+        infos = call_with_timeout(_gai, name, family, timeout=timeout)
+    except ProbeTimeout as e:
+        return Resolution(name, (), f"resolver gave {e}", time.monotonic() - t0, True)
+    except socket.gaierror as e:
+        return Resolution(name, (), f"{e.strerror or e} (gaierror {e.errno})", time.monotonic() - t0)
+    except (OSError, UnicodeError, ValueError) as e:
+        return Resolution(name, (), str(e), time.monotonic() - t0)
+    addrs: list[str] = []
+    for info in infos:
+        a = info[4][0].split("%", 1)[0]
+        if a not in addrs:
+            addrs.append(a)
+    return Resolution(name, tuple(addrs), "", time.monotonic() - t0)
+
+
+def reverse(addr: str, *, timeout: float = 2.0) -> Reverse:
+    t0 = time.monotonic()
+    try:
+        host, aliases, _ = call_with_timeout(socket.gethostbyaddr, addr, timeout=timeout)
+    except ProbeTimeout as e:
+        return Reverse(addr, (), f"resolver gave {e}", time.monotonic() - t0)
+    except (socket.herror, socket.gaierror) as e:
+        return Reverse(addr, (), f"{e.strerror or e}", time.monotonic() - t0)
+    except OSError as e:
+        return Reverse(addr, (), str(e), time.monotonic() - t0)
+    return Reverse(addr, (host, *aliases), "", time.monotonic() - t0)
+
+
+def fqdn(name: str, *, timeout: float = 2.0) -> str:
+    try:
+        return call_with_timeout(socket.getfqdn, name, timeout=timeout)
+    except (ProbeTimeout, OSError):
+        return name
+
+
+def is_loopback(addr: str) -> bool:
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,1 @@
+"""Renderers take a finished Report and never run checks."""

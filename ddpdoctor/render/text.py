@@ -1,0 +1,108 @@
+"""Human output: one line per check, findings indented with their fix, a footer of counts.
+
+Colour only on a TTY and never when NO_COLOR is set (https://no-color.org).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import TextIO
+
+from ddpdoctor.model import CheckResult, Report, Severity, Status
+
+SYMBOL = {
+    Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗",
+    Status.TIMEOUT: "⏱", Status.CRASH: "☠", Status.SKIP: "-",
+}
+ASCII_SYMBOL = {Status.PASS: "ok", Status.WARN: "!", Status.FAIL: "X", Status.TIMEOUT: "T",
+                Status.CRASH: "!!", Status.SKIP: "-"}
+COLOUR = {
+    Status.PASS: "32", Status.WARN: "33", Status.FAIL: "31",
+    Status.TIMEOUT: "35", Status.CRASH: "31;1", Status.SKIP: "2",
+}
+SEV_WORD = {Severity.INFO: "info", Severity.WARNING: "warning", Severity.ERROR: "error"}
+
+
+def use_colour(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def _unicode_ok(stream: TextIO) -> bool:
+    enc = (getattr(stream, "encoding", None) or "").lower()
+    return "utf" in enc
+
+
+class _Painter:
+    def __init__(self, colour: bool, unicode: bool):
+        self.colour = colour
+        self.symbols = SYMBOL if unicode else ASCII_SYMBOL
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
+
+
+def render(report: Report, *, colour: bool = False, unicode: bool = True, verbose: bool = False) -> str:
+    p = _Painter(colour, unicode)
+    lines = [p(f"ddpdoctor {report.command} on {report.host}", "1")]
+    for r in report.results:
+        lines.extend(_result_lines(r, p, verbose))
+    lines.extend(extra_lines(report))
+    lines.append("")
+    lines.append(footer(report, p))
+    return "\n".join(lines) + "\n"
+
+
+def _result_lines(r: CheckResult, p: _Painter, verbose: bool) -> list[str]:
+    sym = p(p.symbols[r.status], COLOUR[r.status])
+    head = f"{sym} {r.id} {r.title}"
+    if r.status in (Status.SKIP, Status.TIMEOUT, Status.CRASH) and r.reason:
+        head += p(f" ({r.status.value}: {r.reason})", "2" if r.status is Status.SKIP else COLOUR[r.status])
+    out = [head]
+    for f in r.findings:
+        if f.severity is Severity.INFO and not verbose and r.status is Status.PASS:
+            out.append(f"    {p(f.message, '2')}")
+            continue
+        out.append(f"    {SEV_WORD[f.severity]}: {f.message}")
+        if f.hint:
+            out.append(f"      {p(f.hint, '2')}")
+        if f.fix:
+            out.append(f"      fix: {f.fix.summary}")
+            for k, v in f.fix.env.items():
+                out.append(f"        $ export {k}={_shquote(v)}")
+            for c in f.fix.commands:
+                out.append(f"        $ {c}")
+            if f.fix.code:
+                for line in f.fix.code.splitlines():
+                    out.append(f"        | {line}")
+    return out
+
+
+def extra_lines(report: Report) -> list[str]:
+    """Command-specific text sections a command put in `extra["text"]`, already formatted."""
+    text = report.extra.get("text")
+    return ["", *text.splitlines()] if text else []
+
+
+def footer(report: Report, p: _Painter | None = None) -> str:
+    p = p or _Painter(False, True)
+    c = report.counts()
+    parts = []
+    for key, label, code in (("fail", "failed", "31"), ("timeout", "timed out", "35"), ("crash", "crashed", "31"),
+                             ("warn", "warning" + ("s" if c["warn"] != 1 else ""), "33"),
+                             ("pass", "passed", "32"), ("skip", "skipped", "2")):
+        if c[key]:
+            parts.append(p(f"{c[key]} {label}", code))
+    return ", ".join(parts or ["no checks ran"]) + f" in {report.duration_s:.1f}s"
+
+
+def _shquote(v: str) -> str:
+    import shlex
+    return shlex.quote(v)
+
+
+def write(report: Report, stream: TextIO | None = None, verbose: bool = False) -> None:
+    stream = stream or sys.stdout
+    stream.write(render(report, colour=use_colour(stream), unicode=_unicode_ok(stream), verbose=verbose))
+    stream.flush()
