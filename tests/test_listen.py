@@ -1,0 +1,107 @@
+"""`--listen` and the worker handshake over real loopback sockets."""
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from ddpdoctor import handshake
+from ddpdoctor.listen import ListenError, listen
+from ddpdoctor.probes import sockets
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def test_worker_handshake_reaches_both_ports_and_listener_stops_at_expect():
+    port = free_port()
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", listen(port, expect=1, timeout=10, reply_host="master1")))
+    t.start()
+    for _ in range(50):
+        if sockets.tcp_probe("127.0.0.1", port, timeout=0.2).state == sockets.OPEN:
+            break
+        time.sleep(0.05)
+    h = handshake.hello("127.0.0.1", port, "worker7", timeout=2)
+    assert h.is_ddpdoctor and h.peer_host == "master1" and h.eport and h.eport_range
+    assert h.eport_range[0] <= h.eport <= h.eport_range[1]
+    e = handshake.ephemeral("127.0.0.1", h.eport, "worker7", timeout=2)
+    assert e.state == sockets.OPEN
+    t.join(5)
+    r = out["r"]
+    assert r.ok and not r.timed_out and r.duration_s < 5
+    (w,) = r.workers
+    assert w.host == "worker7" and w.interface == "lo" and w.complete
+    # nothing left listening on either port
+    assert sockets.tcp_probe("127.0.0.1", port, timeout=0.5).state == sockets.REFUSED
+    assert sockets.tcp_probe("127.0.0.1", h.eport, timeout=0.5).state == sockets.REFUSED
+
+
+def test_a_non_ddpdoctor_service_is_told_apart():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def serve():
+        c, _ = srv.accept()
+        c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+        c.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    h = handshake.hello("127.0.0.1", port, "w", timeout=2)
+    srv.close()
+    assert not h.is_ddpdoctor and h.banner.startswith("SSH-2.0")
+
+
+def test_listener_times_out_without_workers_and_port_in_use_is_an_error():
+    port = free_port()
+    t0 = time.monotonic()
+    r = listen(port, expect=2, timeout=0.5, reply_host="m")
+    assert r.timed_out and not r.ok and time.monotonic() - t0 < 2
+    blocker = socket.socket()
+    blocker.bind(("0.0.0.0", port))
+    blocker.listen(1)
+    try:
+        try:
+            listen(port, expect=1, timeout=0.5, reply_host="m")
+        except ListenError as e:
+            assert "already in use" in str(e)
+        else:
+            raise AssertionError("listen on a busy port must fail")
+    finally:
+        blocker.close()
+
+
+def test_listen_cli_json_and_exit_code_when_nobody_comes():
+    port = free_port()
+    p = subprocess.run([sys.executable, "-m", "ddpdoctor", "network", "--listen", "--port", str(port),
+                        "--expect", "1", "--timeout", "0.5", "--json"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1
+    d = json.loads(p.stdout)
+    assert d["command"] == "network-listen" and d["timed_out"] and d["workers"] == []
+
+
+def test_master_port_in_use_names_the_process():
+    port = free_port()
+    holder = subprocess.Popen([sys.executable, "-c",
+                               f"import socket,time;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
+                               f"s.bind(('0.0.0.0',{port}));s.listen();print('up',flush=True);time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "up"
+        p = subprocess.run([sys.executable, "-m", "ddpdoctor", "network", "--master", "127.0.0.1", "--port", str(port),
+                            "--json", "--select", "DD105"], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 1, p.stdout + p.stderr
+        f = json.loads(p.stdout)["results"][0]["findings"][0]
+        assert f["severity"] == "error" and f"pid {holder.pid}" in f["message"]
+        assert any(f"kill {holder.pid}" in c for c in f["fix"]["commands"])
+    finally:
+        holder.kill()
+        holder.wait()

@@ -1,0 +1,93 @@
+"""Facts -> findings for `network`, with plain data (the lab tests prove the facts on real hosts)."""
+from ddpdoctor import registry
+from ddpdoctor.handshake import Hello
+from ddpdoctor.model import Severity, Status
+from ddpdoctor.netfacts import NetworkFacts
+from ddpdoctor.probes.dns import Resolution
+from ddpdoctor.probes.nics import Nic
+from ddpdoctor.probes.sockets import FILTERED, OPEN, REFUSED, Route, TcpProbe
+from ddpdoctor.runner import run_checks
+
+LO = Nic("lo", True, ("127.0.0.1",), ("::1",), 65536, 0)
+ETH0 = Nic("eth0", True, ("198.18.1.2",), (), 1500, 0)
+DECOY = Nic("decoy0", True, ("198.18.200.2",), (), 1500, 0)
+
+
+def facts(env=None, **seed):
+    f = NetworkFacts("node1", 29400, env=env or {}, hostname="node2")
+    base = dict(
+        nics=[LO, ETH0],
+        local_res=Resolution("node2", ("198.18.1.2",)),
+        fqdn="node2",
+        master_res=Resolution("node1", ("198.18.1.1",)),
+        route=Route("198.18.1.1", "198.18.1.2"),
+        tcp=TcpProbe("198.18.1.1", 29400, OPEN, 0.001),
+        hello=Hello(True, "node1", 40000, (32768, 60999)),
+        ephemeral=TcpProbe("198.18.1.1", 40000, OPEN, 0.001),
+    )
+    base.update(seed)
+    f.__dict__.update(base)
+    return f
+
+
+def run(ctx, *ids):
+    res = run_checks([registry.get(i) for i in ids], ctx, deadline=5)
+    return {r.id: r for r in res}
+
+
+def test_healthy_worker_has_no_warnings():
+    res = run(facts(), "DD102", "DD103", "DD104", "DD201", "DD202", "DD203", "DD205", "DD303", "DD304")
+    assert all(r.status is Status.PASS for r in res.values()), {i: r.findings for i, r in res.items()}
+
+
+def test_hostname_on_loopback_recommends_gloo_ifname():
+    r = run(facts(local_res=Resolution("node2", ("127.0.1.1",))), "DD202", "DD303")
+    (f,) = r["DD202"].findings
+    assert f.severity is Severity.ERROR and "127.0.1.1" in f.message
+    assert f.fix.env == {"GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "=eth0"}
+    assert r["DD303"].status is Status.FAIL
+
+
+def test_hostname_on_a_decoy_interface_is_caught_with_the_route_interface_as_fix():
+    r = run(facts(nics=[LO, ETH0, DECOY], local_res=Resolution("node2", ("198.18.200.2",))), "DD303", "DD203")
+    (f,) = r["DD303"].findings
+    assert f.severity is Severity.ERROR and "decoy0" in f.message and "eth0" in f.message
+    assert f.fix.env == {"GLOO_SOCKET_IFNAME": "eth0"}
+    assert r["DD203"].status is Status.PASS  # it *is* a local address: only the interface is wrong
+
+
+def test_nccl_ifname_typo_and_gloo_with_nccl_syntax():
+    r = run(facts(env={"NCCL_SOCKET_IFNAME": "eht0", "GLOO_SOCKET_IFNAME": "^lo"}), "DD301", "DD302")
+    assert "selects no interface" in r["DD301"].findings[0].message
+    assert r["DD301"].findings[0].fix.env == {"NCCL_SOCKET_IFNAME": "=eth0"}
+    assert "NCCL's syntax" in r["DD302"].findings[0].message
+    assert r["DD302"].findings[0].fix.env == {"GLOO_SOCKET_IFNAME": "eth0"}
+
+
+def test_gloo_ifname_missing_interface():
+    r = run(facts(env={"GLOO_SOCKET_IFNAME": "eth9"}), "DD302")
+    (f,) = r["DD302"].findings
+    assert "'eth9', which is missing" in f.message
+
+
+def test_rendezvous_port_states():
+    r = run(facts(tcp=TcpProbe("198.18.1.1", 29400, FILTERED, 2.0, "timed out")), "DD102", "DD103")
+    assert "silently drops" in r["DD102"].findings[0].message
+    assert r["DD103"].status is Status.SKIP
+    r = run(facts(tcp=TcpProbe("198.18.1.1", 29400, REFUSED, 0.001)), "DD102")
+    assert "connection refused" in r["DD102"].findings[0].message
+
+
+def test_ephemeral_dropped_while_rendezvous_open_names_the_range():
+    r = run(facts(ephemeral=TcpProbe("198.18.1.1", 40000, FILTERED, 2.0)), "DD103")
+    (f,) = r["DD103"].findings
+    assert f.severity is Severity.ERROR and "40000" in f.message
+    assert any("32768:60999" in c for c in f.fix.commands)
+
+
+def test_unresolvable_master_and_hostname():
+    r = run(facts(master_res=Resolution("node1", (), "Name or service not known")), "DD205", "DD102", "DD303")
+    assert r["DD205"].status is Status.FAIL and r["DD102"].status is Status.SKIP
+    r = run(facts(local_res=Resolution("node2", (), "Name or service not known")), "DD201", "DD303")
+    assert r["DD201"].status is Status.FAIL
+    assert r["DD303"].status is Status.FAIL and "loopback" in r["DD303"].findings[0].message
