@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite, with every install it needs, on a fresh Debian machine (run as root for
+# the network-namespace lab; elsewhere lab tests skip with a reason unless DDPDOCTOR_REQUIRE_LAB=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+for tool in iptables:iptables ping:iputils-ping ip:iproute2 slurmctld:slurmctld slurmd:slurmd munge:munge nsenter:util-linux; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool#*:}")
+done
+if [ ${#need_apt[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+# Pin torch: an unpinned torch pulls several GB of CUDA wheels; 2.13.0 is the CPU build here.
+"$PY" -m pip install -q --disable-pip-version-check "torch==${DDPDOCTOR_TORCH:-2.13.0}" 2>&1 | grep -v -i "warning" || true
+"$PY" -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v -i "warning" || true
+"$PY" -c "import torch, ddpdoctor, psutil, click, pynvml" # fail loudly if an install did not take
+
+exec "$PY" -m pytest -q -p no:cacheprovider "$@"
