@@ -1,0 +1,376 @@
+"""DD5xx: torch.distributed as `ddpdoctor smoke` saw it on every rank.
+
+Facts come from the ranks' records (ddpdoctor/smoke/worker.py) and, when the run stalled, the
+watchdog's verdict (ddpdoctor/smoke/progress.py): every rank's phase, heartbeat age, error and
+exit. These checks turn them into findings that name ranks, hosts and phases.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ddpdoctor.model import Finding, Fix, Severity
+from ddpdoctor.registry import Skip, check
+from ddpdoctor.smoke import bandwidth as bw
+
+
+def fmt_ranks(ranks: Iterable[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    rs = sorted(set(ranks))
+    parts, i = [], 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        parts.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def _hosts_of(ranks: Iterable[int], host_of: Mapping[int, str]) -> str:
+    hosts = sorted({host_of.get(r, "?") for r in ranks})
+    return ", ".join(hosts)
+
+
+def _who(st: Mapping[str, Any]) -> str:
+    return f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')})"
+
+
+def _culprit_line(st: Mapping[str, Any]) -> tuple[str, Fix | None]:
+    """What is wrong with one late rank, and what to do about it."""
+    phase = st.get("phase") or "?"
+    if not st.get("seen"):
+        return (f"rank {st['rank']} never connected to the rendezvous store (waited {st.get('waited_s', 0):g} s)",
+                Fix("check that this rank was started and can reach MASTER_ADDR:MASTER_PORT",
+                    commands=("ddpdoctor network --master $MASTER_ADDR --port $MASTER_PORT",)))
+    if st.get("exit"):
+        hint = " (SIGKILL without an error: often the kernel's OOM killer, see dmesg)" if "SIGKILL" in st["exit"] else ""
+        return (f"{_who(st)} {st['exit']} in phase '{phase}'{hint}",
+                Fix("read that rank's log; for a SIGKILL look for the OOM killer",
+                    commands=(f"ssh {st.get('host', '?')} dmesg -T | grep -i -E 'killed process|out of memory'",)))
+    if st.get("proc_state") == "stopped":
+        return (f"{_who(st)} is stopped (SIGSTOP/SIGTSTP) in phase '{phase}': no heartbeat for {st.get('heartbeat_age_s')} s",
+                Fix("resume it or end it; a stopped process holds the whole group",
+                    commands=(f"kill -CONT {st.get('pid')}",)))
+    if st.get("proc_state") == "gone":
+        return (f"{_who(st)} is gone (exited or killed) in phase '{phase}'", None)
+    if st.get("heartbeat_age_s", 0) > 2.0:
+        return (f"{_who(st)} stopped responding in phase '{phase}': no heartbeat for {st['heartbeat_age_s']} s "
+                "(stopped, killed, or frozen with the interpreter lock held)",
+                Fix("look at the process on its host", commands=(f"ssh {st.get('host', '?')} ps -o pid,stat,wchan:32,cmd -p {st.get('pid')}",
+                                                                 f"py-spy dump --pid {st.get('pid')}")))
+    return (f"{_who(st)} has been in phase '{phase}' for {st.get('in_phase_s')} s",
+            Fix("see where it waits", commands=(f"py-spy dump --pid {st.get('pid')}   # on {st.get('host', '?')}",),
+                env={"NCCL_DEBUG": "INFO"} if "nccl" in phase.lower() else {}))
+
+
+@check("DD501", "every rank reached every phase", category="distributed", tags={"smoke"}, timeout=2, order=-1)
+def every_rank_finished(ctx):
+    """## What it checks
+    Every rank records its phase (store connected, backend agreed, process group initialised,
+    each collective, report) with host and pid in the rendezvous store, and a heartbeat. A rank
+    that stays in one phase, or stops beating, for longer than `--timeout` is named with its host
+    and phase; so is one that died or reported an error.
+
+    ## Why it matters
+    A stopped, dead or hung rank makes every other rank wait inside a collective: torch reports it
+    after the process-group timeout (10 minutes by default, 30 in older releases), if at all, and
+    then on the *waiting* ranks, not on the culprit.
+
+    ## Fix
+    Depends on the rank: resume a stopped process (`kill -CONT`), read the log of one that died
+    (a SIGKILL is usually the OOM killer), run `py-spy dump` on one that hangs, and set
+    `NCCL_DEBUG=INFO` when every rank hangs inside the same collective.
+    """
+    verdict = ctx.verdict
+    errors = [(r, rec["error"]) for r, rec in sorted(ctx.records.items()) if rec.get("error")]
+    if verdict:
+        states = {s["rank"]: s for s in verdict["states"]}
+        late = [states[r] for r in verdict["late"] if r in states]
+        seen = [s for s in states.values() if s.get("seen")]
+        furthest = max((s.get("index", -1) for s in seen), default=-1)
+        waiting = [s["rank"] for s in seen if s["rank"] not in verdict["late"] and not s.get("exit")]
+        where = (f"; ranks {fmt_ranks(waiting)} wait in phase "
+                 f"'{max(seen, key=lambda s: s.get('index', -1))['phase']}'" if waiting and seen else "")
+        everyone = len(late) == len(states) and len({s.get("index") for s in late}) == 1 and all(
+            s.get("heartbeat_age_s", 0) <= 2.0 and not s.get("exit") and s.get("proc_state") in (None, "running")
+            for s in late)
+        if everyone and late:
+            phase = late[0].get("phase")
+            yield Finding(Severity.ERROR,
+                          f"all {len(late)} ranks are alive but stuck in phase '{phase}' for {late[0].get('in_phase_s')} s",
+                          hint="the collective itself does not complete: a transport problem (firewall on the ranks' "
+                               "ephemeral ports, wrong NIC, NCCL P2P/SHM) rather than one bad rank",
+                          fix=Fix("see what the transport does, and check the network between the hosts",
+                                  commands=("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET ddpdoctor smoke ...",
+                                            "ddpdoctor network --master $MASTER_ADDR"),
+                                  env={"NCCL_DEBUG": "INFO"}),
+                          evidence=verdict)
+        else:
+            for st in sorted(late, key=lambda s: (s.get("index", -1), s["rank"])):
+                msg, fix = _culprit_line(st)
+                behind = seen and st.get("seen") and st.get("index", -1) < furthest
+                yield Finding(Severity.ERROR, msg,
+                              hint=(f"detected by {verdict['detected_by']} after {verdict['after_s']} s"
+                                    f" (--timeout {verdict['timeout_s']:g} s){where}"
+                                    + (" ; it is behind the others" if behind else "")
+                                    + (f"; its error: {st['error']}" if st.get("error") else "")),
+                              fix=fix, evidence=st)
+    for r, err in errors:
+        rec = ctx.records[r]
+        yield Finding(Severity.ERROR, f"rank {r} (pid {rec.get('pid')}, {rec.get('host')}) failed in phase "
+                                      f"'{err.get('phase')}': {err.get('message')}",
+                      hint=err.get("hint", ""), evidence={"rank": r, **err})
+    if verdict or errors:
+        return
+    if not ctx.records:
+        raise Skip("no rank reported results")
+    missing = [r for r in range(ctx.world_size) if r not in ctx.records]
+    if missing:
+        yield Finding(Severity.ERROR, f"ranks {fmt_ranks(missing)} sent no results", evidence={"missing": missing})
+        return
+    init = max((rec.get("phases") or {}).get("init", 0.0) for rec in ctx.records.values())
+    yield Finding(Severity.INFO, f"{ctx.world_size} rank(s) on {len({r.get('host') for r in ctx.records.values()})} "
+                                 f"host(s) finished every phase; init_process_group took {init:.2f} s",
+                  evidence={"world_size": ctx.world_size})
+
+
+def _all_reduce_cause(got: float, expected: float, world: int, ones: bool) -> str:
+    diff = got - expected
+    contributions = {r: (1 if ones else r + 1) for r in range(world)}
+    missing = [r for r, c in contributions.items() if -diff == c]
+    twice = [r for r, c in contributions.items() if diff == c]
+    if missing and not ones:
+        return f"as if rank {missing[0]}'s contribution ({contributions[missing[0]]}) were missing"
+    if twice and not ones:
+        return f"as if rank {twice[0]}'s contribution ({contributions[twice[0]]}) were counted twice"
+    if ones and diff == int(diff) and diff:
+        return f"as if {abs(int(diff))} contribution(s) were {'missing' if diff < 0 else 'extra'}"
+    return "not a whole rank's contribution: data corrupted in transit"
+
+
+@check("DD502", "collectives return the right values", category="distributed", tags={"smoke"}, timeout=2)
+def collectives_correct(ctx):
+    """## What it checks
+    all_reduce (sum), broadcast and barrier over sizes from 4 bytes to `--max-size` and dtypes
+    float32, int64 (and bfloat16 with NCCL). Rank r contributes r+1, so the sum is n(n+1)/2 and
+    a missing or doubled rank shows as a difference of exactly its value; broadcast sources move
+    from rank to rank. Results are compared exactly, and the first wrong element is reported.
+
+    ## Why it matters
+    A collective that returns wrong values trains a wrong model without any error: a faulty
+    NIC or GPU, a transport bug at one message size, ranks with different NCCL versions.
+
+    ## Fix
+    Find the layer: compare versions (DD504), try `NCCL_PROTO=Simple` or `NCCL_ALGO=Ring` to
+    isolate a protocol, run nccl-tests with `-c 1` at the failing size, and check the hosts'
+    hardware logs (ECC, PCIe errors).
+    """
+    if not ctx.records or not any(rec.get("correctness") for rec in ctx.records.values()):
+        raise Skip("no collective completed")
+    fails: dict[tuple, list[tuple[int, dict]]] = {}
+    total = 0
+    for r, rec in sorted(ctx.records.items()):
+        for e in rec.get("correctness") or []:
+            total += 1
+            if not e.get("ok"):
+                fails.setdefault((e["op"], e.get("dtype", ""), e.get("size", 0), e.get("src", 0)), []).append((r, e))
+    from ddpdoctor.smoke.plan import fmt_bytes
+    for (op, dtype, size, src), entries in fails.items():
+        r0, e0 = entries[0]
+        bad = e0.get("first_bad") or {}
+        what = f"{op} {dtype} {fmt_bytes(size)}" + (f" from rank {src}" if op == "broadcast" else "")
+        if op == "all_reduce":
+            cause = _all_reduce_cause(bad.get("got", 0), bad.get("expected", 0), ctx.world_size, bool(e0.get("ones")))
+        elif op == "broadcast":
+            cause = ("the data never arrived (still the receiver's initial zeros)" if bad.get("got") == 0
+                     else f"not the value rank {src} sent")
+        else:
+            cause = e0.get("error", "")
+        yield Finding(Severity.ERROR,
+                      f"{what}: element {bad.get('index')} is {bad.get('got')}, expected {bad.get('expected')} "
+                      f"on ranks {fmt_ranks(r for r, _ in entries)} — {cause}",
+                      hint=f"{len(entries)} rank(s) got wrong values; the element shown is rank {r0}'s first wrong one",
+                      fix=Fix("isolate the layer that corrupts data",
+                              commands=("NCCL_PROTO=Simple ddpdoctor smoke ...", "NCCL_ALGO=Ring ddpdoctor smoke ...",
+                                        f"all_reduce_perf -b {size} -e {size} -c 1   # nccl-tests, data check on")),
+                      evidence={"op": op, "dtype": dtype, "size": size, "src": src,
+                                "ranks": [r for r, _ in entries], "first_bad": bad})
+    if not fails:
+        yield Finding(Severity.INFO, f"{total} collective results compared exactly, all correct")
+
+
+@check("DD503", "all_reduce bus bandwidth", category="distributed", tags={"smoke"}, timeout=2)
+def allreduce_bandwidth(ctx):
+    """## What it checks
+    all_reduce time per size after warm-up, median over iterations, the slowest rank's median;
+    algbw = bytes / time and busbw = algbw * 2(n-1)/n, as nccl-tests define them. With
+    `--expect-busbw GB/s`, a peak bus bandwidth below it is a warning.
+
+    ## Why it matters
+    A job that works but runs over the wrong path (TCP instead of InfiniBand, a 1 GbE management
+    NIC, P2P disabled) is only visible as bandwidth: a fraction of what the hardware can do.
+
+    ## Fix
+    Compare with the link speed; look at which transport NCCL picked (`NCCL_DEBUG=INFO`,
+    `NCCL_DEBUG_SUBSYS=INIT,NET`) and which interface (DD3xx checks of `ddpdoctor network`).
+    """
+    per_rank = {r: rec.get("bandwidth") for r, rec in ctx.records.items() if rec.get("bandwidth")}
+    if not per_rank:
+        raise Skip("no bandwidth measured" + (" (--quick)" if ctx.cfg.quick else ""))
+    rows = bw.world_rows(per_rank, ctx.world_size)
+    peak = max(rows, key=lambda row: row["busbw_gbps"])
+    from ddpdoctor.smoke.plan import fmt_bytes
+    desc = (f"peak busbw {peak['busbw_gbps']:.2f} GB/s (algbw {peak['algbw_gbps']:.2f} GB/s) at {fmt_bytes(peak['size'])}, "
+            f"{ctx.world_size} ranks, {ctx.backend}")
+    expect = ctx.cfg.expect_busbw
+    if expect is None:
+        yield Finding(Severity.INFO, desc, evidence={"rows": rows})
+        return
+    if ctx.world_size < 2:
+        raise Skip("busbw is 0 by definition with one rank; --expect-busbw needs two or more")
+    if peak["busbw_gbps"] < expect:
+        yield Finding(Severity.WARNING, f"{desc}: below the expected {expect:g} GB/s",
+                      hint=f"slowest rank at that size: {peak['slowest_rank']}",
+                      fix=Fix("see which transport and interface NCCL uses",
+                              commands=("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET ddpdoctor smoke ...",
+                                        "ddpdoctor network --master $MASTER_ADDR")),
+                      evidence={"rows": rows, "expect_busbw": expect})
+    else:
+        yield Finding(Severity.INFO, f"{desc} (expected at least {expect:g})", evidence={"rows": rows})
+
+
+def _grouped(values: Mapping[int, Any], host_of: Mapping[int, str]) -> str:
+    by: dict[str, list[int]] = {}
+    for r, v in values.items():
+        by.setdefault("unset" if v is None else repr(v) if isinstance(v, str) else str(v), []).append(r)
+    return "; ".join(f"{v} on ranks {fmt_ranks(rs)} ({_hosts_of(rs, host_of)})"
+                     for v, rs in sorted(by.items(), key=lambda kv: kv[1][0]))
+
+
+VERSION_KEYS = ("torch", "cuda", "nccl", "driver", "python")
+
+
+@check("DD504", "versions agree across ranks", category="distributed", tags={"smoke"}, timeout=2)
+def versions_agree(ctx):
+    """## What it checks
+    torch, CUDA (torch's build), NCCL, the NVIDIA driver and Python, as every rank sees them.
+
+    ## Why it matters
+    Nodes built from different images mix versions: NCCL versions that disagree fail with
+    confusing errors (`address family 0`, invalid usage) or hang in init; different torch
+    releases change collectives' defaults.
+
+    ## Fix
+    Install the same versions on every node (one container image, one environment).
+    """
+    if not ctx.records:
+        raise Skip("no rank reported results")
+    host_of = {r: rec.get("host", "?") for r, rec in ctx.records.items()}
+    for key in VERSION_KEYS:
+        values = {r: (rec.get("versions") or {}).get(key) for r, rec in ctx.records.items()}
+        if len(set(values.values())) > 1:
+            yield Finding(Severity.WARNING, f"{key} differs across ranks: {_grouped(values, host_of)}",
+                          fix=Fix(f"install the same {key} everywhere (one image or environment for all nodes)"),
+                          evidence={"key": key, "values": values})
+
+
+SETTING_PREFIXES = ("NCCL_", "GLOO_", "TORCH_")
+PER_RANK_SETTINGS = frozenset({"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "NCCL_DEBUG_FILE"})  # hold a per-rank path
+
+
+def settings_of(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables that shape torch.distributed, Gloo and NCCL, as a rank reports them."""
+    return {k: v for k, v in sorted(env.items()) if k.startswith(SETTING_PREFIXES) or k == "CUDA_VISIBLE_DEVICES"}
+
+
+@check("DD505", "NCCL/Gloo/torch settings agree across ranks", category="distributed", tags={"smoke"}, timeout=2)
+def settings_agree(ctx):
+    """## What it checks
+    The `NCCL_*`, `GLOO_*` and `TORCH_*` variables every rank runs with (per-rank file paths
+    aside) are the same on every rank.
+
+    ## Why it matters
+    A variable exported in one node's shell profile but not another's (`NCCL_IB_DISABLE=1`,
+    `NCCL_SOCKET_IFNAME`, `TORCH_NCCL_BLOCKING_WAIT`) makes ranks take different transports or
+    time-outs: hangs or crashes that appear only in multi-node runs.
+
+    ## Fix
+    Set these variables in the job script (or Slurm's `--export`) so that every rank gets them,
+    not in per-node shell profiles.
+    """
+    if not ctx.records:
+        raise Skip("no rank reported results")
+    host_of = {r: rec.get("host", "?") for r, rec in ctx.records.items()}
+    keys = sorted({k for rec in ctx.records.values() for k in (rec.get("settings") or {})})
+    for key in keys:
+        if key in PER_RANK_SETTINGS or key == "CUDA_VISIBLE_DEVICES":
+            continue  # legitimately per rank (srun --gpus-per-task binds one GPU per task)
+        values = {r: (rec.get("settings") or {}).get(key) for r, rec in ctx.records.items()}
+        if len(set(values.values())) > 1:
+            common = max(set(values.values()), key=lambda v: list(values.values()).count(v))
+            yield Finding(Severity.WARNING, f"{key} differs across ranks: {_grouped(values, host_of)}",
+                          fix=Fix(f"export one value of {key} for the whole job, in the job script",
+                                  env={key: common} if common is not None else {}),
+                          evidence={"key": key, "values": values})
+
+
+@check("DD506", "a Gloo group works next to NCCL", category="distributed", tags={"smoke"}, timeout=2)
+def gloo_next_to_nccl(ctx):
+    """## What it checks
+    With the NCCL backend, a Gloo group on CPU tensors is created and all-reduces correctly too.
+
+    ## Why it matters
+    CPU-side collectives (`all_gather_object`, `broadcast_object_list` of a non-CUDA tensor,
+    monitored barriers, some checkpointing code) use Gloo even in NCCL jobs; a Gloo that cannot
+    connect (wrong `GLOO_SOCKET_IFNAME`, the hostname resolving to loopback) fails them.
+
+    ## Fix
+    Point Gloo at the interface NCCL uses: `GLOO_SOCKET_IFNAME=<nic>` (plain names, no `^`);
+    `ddpdoctor network` recommends one.
+    """
+    if ctx.backend != "nccl":
+        raise Skip(f"backend is {ctx.backend or 'unknown'}: every collective already ran on it")
+    for r, rec in sorted(ctx.records.items()):
+        g = rec.get("gloo_cpu") or {}
+        if g and not g.get("ok"):
+            yield Finding(Severity.ERROR, f"rank {r} ({rec.get('host')}): Gloo all_reduce next to NCCL failed: "
+                                          f"{g.get('error', 'wrong result')}",
+                          fix=Fix("make Gloo use the interface that reaches the other hosts",
+                                  commands=("ddpdoctor network --master $MASTER_ADDR",)),
+                          evidence={"rank": r, **g})
+
+
+@check("DD507", "the backend fits every rank", category="distributed", tags={"smoke"}, timeout=2)
+def backend_fits(ctx):
+    """## What it checks
+    Which backend the ranks agreed on (`--backend auto`: NCCL when every rank has a GPU, else
+    Gloo), and whether some ranks have a usable GPU while others do not.
+
+    ## Why it matters
+    An NCCL job fails on the first rank without a GPU (or without one for its local rank); a
+    mixed group silently falls back to Gloo here, but your training script will ask for NCCL.
+
+    ## Fix
+    Make every node expose as many GPUs as processes it starts: driver loaded, CUDA build of
+    torch, `CUDA_VISIBLE_DEVICES` listing them; or run on CPU with `--backend gloo`.
+    """
+    if not ctx.records:
+        raise Skip("no rank reported results")
+    with_gpu = [r for r, rec in ctx.records.items() if rec.get("has_gpu")]
+    without = [r for r, rec in ctx.records.items() if not rec.get("has_gpu")]
+    host_of = {r: rec.get("host", "?") for r, rec in ctx.records.items()}
+    if with_gpu and without:
+        sev = Severity.ERROR if ctx.cfg.backend == "nccl" else Severity.WARNING
+        yield Finding(sev, f"ranks {fmt_ranks(without)} ({_hosts_of(without, host_of)}) have no usable GPU, "
+                           f"ranks {fmt_ranks(with_gpu)} do" + ("" if sev is Severity.ERROR else ": the group fell back to Gloo"),
+                      hint="a CPU-only torch build, CUDA_VISIBLE_DEVICES empty, or more processes than GPUs on those hosts",
+                      fix=Fix("check the GPUs torch sees on those hosts",
+                              commands=("python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'",)),
+                      evidence={"with_gpu": with_gpu, "without_gpu": without})
+    elif ctx.cfg.backend == "nccl" and without:
+        yield Finding(Severity.ERROR, "--backend nccl, but no rank has a usable GPU",
+                      fix=Fix("run on GPU hosts with a CUDA build of torch, or use --backend gloo"))
+    else:
+        why = {"auto": "every rank has a GPU" if ctx.backend == "nccl" else "no rank has a usable GPU"}.get(
+            ctx.cfg.backend, f"--backend {ctx.cfg.backend}")
+        yield Finding(Severity.INFO, f"backend {ctx.backend}: {why}")

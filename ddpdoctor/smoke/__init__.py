@@ -1,0 +1,13 @@
+"""`ddpdoctor smoke`: a small torch.distributed smoke test that names hung ranks.
+
+Layout (torch is imported only by `worker`, which always runs in a child process):
+
+    command.py    click command: options, launch mode, report, exit code
+    launch.py     torchrun / srun / mpirun / standalone: what each launcher tells a process
+    supervise.py  runs worker processes in their own sessions, reads their progress, kills on timeout
+    worker.py     the torch side: store, backend, init, collectives, bandwidth, NVML snapshots
+    progress.py   phase progress of every rank and when a run counts as stalled (no torch)
+    plan.py       the phases, sizes and dtypes every rank runs, identical on all ranks (no torch)
+    bandwidth.py  nccl-tests' algbw/busbw definitions and medians (no torch)
+    report.py     the world-wide report: checks DD4xx/DD5xx, the per-rank table
+"""
