@@ -1,24 +1,143 @@
-"""`ddpdoctor explain DDnnn`: print a check's documentation."""
+"""`ddpdoctor explain`: what a failure mode or a check is about, or what went wrong in a log.
+
+    ddpdoctor explain HOSTNAME_RESOLVES_TO_LOOPBACK     a failure mode: signs, cause, fix, checks
+    ddpdoctor explain DD303                             a check: what it verifies, why, how to fix
+    ddpdoctor explain --log job.log                     the likely causes of a failed job, with evidence
+    ... | ddpdoctor explain --log -                     the same from stdin
+    ddpdoctor explain --list                            every failure id
+
+Exit codes: 0 when it explained something (also when a log shows no known signature), 2 for bad
+input (unknown id, unreadable file).
+"""
 from __future__ import annotations
+
+import difflib
+import json
+import sys
 
 import click
 
-from ddpdoctor import registry
 from ddpdoctor.validate import BadInput
 
 
-def check_page(chk: registry.Check) -> str:
-    """The one documentation page of a check (also written to checks/<id>.md)."""
-    return (f"# {chk.id}: {chk.title}\n\n"
-            f"category: {chk.category} · commands: {', '.join(sorted(chk.tags)) or '-'}\n\n"
-            f"{chk.doc}\n")
+def check_page(chk) -> str:
+    """The documentation page of a check (also written to checks/<id>.md)."""
+    from ddpdoctor.catalog.pages import check_page as page
+    return page(chk)
 
 
 @click.command("explain")
-@click.argument("what")
-def explain(what: str):
-    """Explain a check (DDnnn): what it checks, why it matters, how to fix it."""
-    chk = registry.get(what.strip())
-    if chk is None:
-        raise BadInput(f"unknown check {what!r}; `ddpdoctor list-checks` lists them")
-    click.echo(check_page(chk), nl=False)
+@click.argument("what", required=False, metavar="[FAILURE_ID|DDnnn]")
+@click.option("--log", "log_path", metavar="FILE", help="Explain a failed job's log ('-' reads stdin).")
+@click.option("--json", "json_out", is_flag=True, help="Print only JSON on stdout.")
+@click.option("--list", "list_all", is_flag=True, help="List the failure modes of the catalog.")
+def explain(what: str | None, log_path: str | None, json_out: bool, list_all: bool):
+    """Explain a failure mode or a check, or find the cause of a failure in a log."""
+    given = [x for x in (what is not None, log_path is not None, list_all) if x]
+    if len(given) > 1:
+        raise BadInput("give one of: a failure id or check id, --log FILE, or --list")
+    if list_all:
+        _list(json_out)
+    elif log_path is not None:
+        _explain_log(log_path, json_out)
+    elif what is not None:
+        _explain_id(what, json_out)
+    else:
+        raise BadInput("say what to explain: a failure id (FIREWALL_BLOCKS_PORTS), a check (DD303), "
+                       "or --log FILE; --list lists failure ids")
+
+
+def _explain_id(what: str, json_out: bool) -> None:
+    from ddpdoctor import catalog, registry
+    from ddpdoctor.catalog import pages
+
+    key = what.strip().upper()
+    if registry.ID_RE.match(key):
+        chk = registry.get(key)
+        if chk is None:
+            raise BadInput(f"unknown check {what!r}; `ddpdoctor list-checks` lists them")
+        if json_out:
+            _json({"schema": 1, "command": "explain", "check": {
+                "id": chk.id, "title": chk.title, "category": chk.category, "commands": sorted(chk.tags),
+                "what_it_checks": chk.doc_section("What it checks"),
+                "why_it_matters": chk.doc_section("Why it matters"), "fix": chk.doc_section("Fix"),
+                "failures": [fm.id for fm in catalog.failures_for_check(chk.id)]}})
+        else:
+            _echo(pages.check_page(chk))
+        return
+    fm = catalog.get(key.replace("-", "_"))
+    if fm is None:
+        names = list(catalog.failures()) + sorted(registry.load_all())
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else "; `ddpdoctor explain --list` lists them"
+        shown = what if len(what) <= 60 else what[:57] + "..."
+        raise BadInput(f"unknown failure id or check {shown!r}{hint}")
+    if json_out:
+        _json({"schema": 1, "command": "explain", "failure": _failure_dict(fm)})
+    else:
+        _echo(pages.failure_page(fm))
+
+
+def _failure_dict(fm) -> dict:
+    return {
+        "id": fm.id, "title": fm.title, "category": fm.category,
+        "kind": "consequence" if fm.kind == "consequence" else "root cause",
+        "summary": fm.summary, "cause": fm.cause, "fix": fm.fix.to_dict(), "checks": list(fm.checks),
+        "confirm": fm.confirm, "preflight": fm.preflight, "related": list(fm.related), "sources": list(fm.sources),
+        "signatures": [{"pattern": s.pattern, "weight": s.weight, "role": s.role, "example": s.example}
+                       for s in fm.signatures],
+    }
+
+
+def _list(json_out: bool) -> None:
+    from ddpdoctor import catalog
+
+    fms = list(catalog.failures().values())
+    if json_out:
+        _json([{"id": fm.id, "category": fm.category, "title": fm.title, "checks": list(fm.checks)} for fm in fms])
+        return
+    width = max(len(fm.id) for fm in fms)
+    _echo("".join(f"{fm.id:<{width}}  {fm.category:<10} {fm.title}\n" for fm in fms))
+
+
+def _explain_log(path: str, json_out: bool) -> None:
+    from ddpdoctor.logscan import explain_stream
+    from ddpdoctor.logscan import render
+
+    if path == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise BadInput("--log - reads the log from stdin; pipe one in: `cat job.log | ddpdoctor explain --log -`")
+        stream, source = sys.stdin.buffer, "stdin"
+    else:
+        try:
+            stream = open(path, "rb")
+        except OSError as e:
+            raise BadInput(f"cannot read {path!r}: {e.strerror or e}") from None
+        source = path
+    try:
+        try:
+            ex = explain_stream(stream, source)
+        except OSError as e:  # a read error midway (a directory, an I/O error)
+            raise BadInput(f"cannot read {path!r}: {e.strerror or e}") from None
+    finally:
+        if path != "-":
+            stream.close()
+    if json_out:
+        from ddpdoctor.render import json as rj
+        sys.stdout.write(rj.render(render.to_report(ex)) + "\n")
+        sys.stdout.flush()
+        return
+    from ddpdoctor.render.text import use_colour
+    _echo(render.render_text(ex, colour=use_colour(sys.stdout)))
+
+
+def _json(obj) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def _echo(text: str) -> None:
+    """Write text whatever the terminal's encoding (logs carry arbitrary bytes)."""
+    enc = getattr(sys.stdout, "encoding", None) or "utf-8"
+    sys.stdout.write(text.encode(enc, "replace").decode(enc, "replace"))
+    sys.stdout.flush()

@@ -1,0 +1,157 @@
+"""The shape of a failure mode: what a user sees in the log, why it happens, how to fix it,
+and which pre-flight checks catch it before the next job.
+
+Plain frozen data, like ddpdoctor.model: the catalog modules only declare, `ddpdoctor.logscan`
+matches, `ddpdoctor.catalog.pages` renders.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ddpdoctor.model import Fix
+
+try:  # the regex parser moved in 3.11; both expose the same parse()
+    import re._parser as _sre_parse  # type: ignore[import-not-found]
+    from re._constants import LITERAL as _LITERAL  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - Python < 3.11
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+    from sre_constants import LITERAL as _LITERAL  # type: ignore[no-redef]
+
+FAILURE_ID_RE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+
+# What a matching line says about its failure mode.
+CAUSE = "cause"      # the line names this failure (a specific error message)
+SYMPTOM = "symptom"  # an error several failure modes produce; alone it decides nothing
+CLUE = "clue"        # not an error by itself (an INFO line, a config echo); supports other evidence
+ROLES = (CAUSE, SYMPTOM, CLUE)
+
+# Kinds of failure mode.
+ROOT = "root"            # a cause you can fix
+CONSEQUENCE = "consequence"  # itself the effect of something else (a collective timeout, a dead peer)
+
+CATEGORIES = ("port", "launcher", "rendezvous", "dns", "network", "nic", "gloo", "container",
+              "nccl", "gpu", "slurm", "code", "windows")
+
+MIN_TRIGGER = 4
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One log line pattern and how strongly it points at its failure mode.
+
+    `pattern` is a Python regular expression searched in one log line (ANSI colours removed,
+    no line ending). `weight` (0-1) is the confidence one match gives on its own; matches of
+    several signatures of one failure mode combine. `example` is a real or template line the
+    pattern must match (a test enforces it). `note` is a sentence shown with the evidence; it
+    may use the pattern's named groups (`{addr}`). `trigger` is a lowercase literal every
+    matching line contains; the scanner looks for it before running the regex. When empty it is
+    derived from the pattern (its longest literal run).
+    """
+
+    pattern: str
+    weight: float
+    role: str = CAUSE
+    example: str = ""
+    note: str = ""
+    trigger: str = ""
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"signature role {self.role!r} not in {ROLES}")
+        if not 0 < self.weight <= 1:
+            raise ValueError(f"signature weight {self.weight} out of (0, 1]")
+        if not self.trigger:
+            object.__setattr__(self, "trigger", required_literal(self.pattern))
+
+    @property
+    def regex(self) -> re.Pattern:
+        return _compiled(self.pattern)
+
+
+_CACHE: dict[str, re.Pattern] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern:
+    rx = _CACHE.get(pattern)
+    if rx is None:
+        rx = _CACHE[pattern] = re.compile(pattern)
+    return rx
+
+
+def required_literal(pattern: str) -> str:
+    """The longest run of literal characters at the top level of `pattern`, lowercased: every
+    line the pattern matches contains it (case-insensitively), so it can gate the regex.
+
+    Returns "" when the pattern has no literal run (top-level alternation, all classes);
+    such a signature must name its trigger.
+    """
+    try:
+        parsed = _sre_parse.parse(pattern)
+    except re.error as e:
+        raise ValueError(f"bad pattern {pattern!r}: {e}") from None
+    best, run = "", []
+    for op, arg in list(parsed) + [(None, None)]:
+        if op == _LITERAL:
+            run.append(chr(arg))
+            continue
+        text = "".join(run)
+        if len(text.strip()) > len(best.strip()):
+            best = text
+        run = []
+    return best.lower()
+
+
+@dataclass(frozen=True)
+class FailureMode:
+    """A way distributed PyTorch set-ups fail, as one catalog entry.
+
+    `checks` are registered check ids (DDnnn) that detect or confirm it before a job runs
+    (a test asserts each exists). `confirm` is the command to run to confirm it, with
+    `{master}` / `{port}` filled from the log when it shows them. `preflight` says in prose how
+    to catch it before launch, including what no check covers yet. `related` names failure
+    modes that produce the same symptoms. `sources` are public reports of it.
+    """
+
+    id: str
+    title: str
+    category: str
+    summary: str          # what the user sees
+    cause: str            # why it happens
+    fix: Fix
+    signatures: tuple[Signature, ...]
+    checks: tuple[str, ...] = ()
+    confirm: str = ""
+    preflight: str = ""
+    kind: str = ROOT
+    related: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    origin: str = "reference"  # "reference" (shared/failure-catalog.md) or "ddpdoctor" (found while building it)
+
+    def __post_init__(self):
+        if not FAILURE_ID_RE.match(self.id):
+            raise ValueError(f"failure id {self.id!r} is not UPPER_SNAKE")
+        if self.category not in CATEGORIES:
+            raise ValueError(f"{self.id}: category {self.category!r} not in {CATEGORIES}")
+        if self.kind not in (ROOT, CONSEQUENCE):
+            raise ValueError(f"{self.id}: kind {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """Placeholders a confirm command may use, with the values shown when the log is silent."""
+
+    master: str = "<master>"
+    port: str = "<port>"
+
+    def fill(self, template: str) -> str:
+        return template.replace("{master}", self.master).replace("{port}", self.port)
+
+
+def fix(summary: str, *commands: str, env: dict[str, str] | None = None, code: str = "") -> Fix:
+    """Shorthand for the catalog modules."""
+    return Fix(summary, tuple(commands), dict(env or {}), code)
+
+
+__all__ = ["Signature", "FailureMode", "Confirm", "fix", "required_literal", "CAUSE", "SYMPTOM", "CLUE",
+           "ROOT", "CONSEQUENCE", "CATEGORIES", "FAILURE_ID_RE", "MIN_TRIGGER"]

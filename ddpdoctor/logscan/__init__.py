@@ -1,0 +1,108 @@
+"""`ddpdoctor explain --log`: read a failed job's log, name the likely causes with their evidence.
+
+    from ddpdoctor.logscan import explain_stream
+    result = explain_stream(open("train.log", "rb"), source="train.log")
+    for d in result.diagnoses: print(d.failure.id, d.confidence)
+
+reader.py splits the stream into blocks of lines (constant memory), matcher.py finds the lines that
+match catalog signatures and facts, ranker.py turns them into ranked diagnoses, render.py prints.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from ddpdoctor import catalog
+from ddpdoctor.catalog.model import Confirm
+from ddpdoctor.logscan.matcher import Matcher, ScanStats
+from ddpdoctor.logscan.ranker import Collector, Diagnosis, Evidence, diagnose
+
+_MATCHER: Matcher | None = None
+
+
+def matcher() -> Matcher:
+    global _MATCHER
+    if _MATCHER is None:
+        _MATCHER = Matcher(catalog.failures())
+    return _MATCHER
+
+
+@dataclass
+class Explanation:
+    source: str
+    diagnoses: list[Diagnosis]
+    lines: int
+    bytes: int
+    duration_s: float
+    first_failure: dict = field(default_factory=dict)   # torchrun's "Root Cause (first observed failure)"
+    first_error: Evidence | None = None                 # first exception / torchrun failure line
+    confirm: Confirm = field(default_factory=Confirm)   # master/port as the log shows them
+
+
+def explain_stream(stream: BinaryIO, source: str = "-") -> Explanation:
+    t0 = time.monotonic()
+    m = matcher()
+    col = Collector()
+    stats = ScanStats()
+    for lm in m.scan(stream, stats):
+        col.add(lm)
+    diagnoses = diagnose(col, catalog.failures())
+    first_error = None
+    for name in ("exception", "torchrun_failed"):
+        for v in col.facts.get(name, [])[:1]:
+            if first_error is None or v.line < first_error.line:
+                first_error = Evidence(v.line, v.text, v.host, v.rank)
+    return Explanation(
+        source=source, diagnoses=diagnoses, lines=stats.lines, bytes=stats.bytes,
+        duration_s=time.monotonic() - t0, first_failure=_first_failure(col), first_error=first_error,
+        confirm=_confirm_values(col, diagnoses))
+
+
+def _first_failure(col: Collector) -> dict:
+    s = col.summary
+    if not s or not (s.get("host") or s.get("rank")):
+        return {}
+    out: dict = {"line": s["line"]}
+    for k in ("host", "rank", "local_rank", "exit"):
+        if s.get(k) is not None:
+            out["exitcode" if k == "exit" else k] = s[k] if k == "host" else int(s[k])
+    return out
+
+
+def _confirm_values(col: Collector, diagnoses: list[Diagnosis]) -> Confirm:
+    """The master and port to put in confirm commands, when the log names them and they are valid."""
+    from ddpdoctor.validate import BadInput, validate_host, validate_port
+
+    hosts: list[str] = []
+    ports: list[str] = []
+    for v in col.facts.get("rdzv_endpoint", []):
+        hosts.append(v.value.get("host", ""))
+        ports.append(v.value.get("port", ""))
+    hosts += col.fact_values("master", "host")
+    ports += col.fact_values("master_port", "port")
+    for d in diagnoses:  # connect targets in the evidence (store timeouts, gai errors)
+        for (fid, _), st in col.sigs.items():
+            if fid == d.failure.id:
+                for groups, _, _ in st.values:
+                    if groups.get("host") and groups.get("port"):
+                        hosts.append(groups["host"])
+                        ports.append(groups["port"])
+    master = port = None
+    for h in hosts:
+        try:
+            if h and h not in ("localhost", "127.0.0.1"):
+                master = validate_host(h)
+                break
+        except BadInput:
+            continue
+    for p in ports:
+        try:
+            port = str(validate_port(p))
+            break
+        except BadInput:
+            continue
+    return Confirm(master or "<master>", port or "<port>")
+
+
+__all__ = ["explain_stream", "Explanation", "Diagnosis", "Evidence", "matcher"]

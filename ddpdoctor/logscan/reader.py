@@ -1,0 +1,120 @@
+"""Read a log as users have it, in blocks of whole lines, in constant memory.
+
+Handles: any size (blocks of CHUNK bytes; a line longer than a block is passed on in pieces, so a
+1 GB line costs no more memory than a short one), gzip, UTF-16 with a BOM (what PowerShell's `>`
+writes), ANSI colour codes, CRLF, NUL bytes and invalid UTF-8 (decoded with replacement only on
+the few lines that match). Line numbers count '\\n' like editors and `grep -n` do.
+"""
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import re
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator
+
+CHUNK = 4 << 20
+
+# CSI sequences (colours, cursor moves), OSC sequences (titles, hyperlinks) and two-byte escapes.
+# Never across a newline, so stripping keeps the line count.
+ANSI_RE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+@dataclass
+class Block:
+    data: bytes        # whole lines (ends with b"\n"), or a piece of an overlong line
+    first_line: int    # 1-based number of the line `data` starts in
+    continues: bool    # the last line of `data` goes on in the next block
+
+
+def open_source(path: str, stdin: BinaryIO | None = None) -> BinaryIO:
+    """A binary stream for `path` ('-' is stdin). Raises OSError as the OS reports it."""
+    if path == "-":
+        import sys
+
+        return stdin if stdin is not None else sys.stdin.buffer
+    return open(path, "rb")
+
+
+def _sniff(stream: BinaryIO) -> BinaryIO:
+    """Wrap gzip and UTF-16 streams so the rest only ever sees UTF-8-ish bytes."""
+    head = _peek(stream, 4)
+    if head[:2] == b"\x1f\x8b":
+        inner = gzip.GzipFile(fileobj=stream)
+        return _sniff(inner)
+    if head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        return _Transcoder(stream, "utf-16")
+    return stream
+
+
+def _peek(stream: BinaryIO, n: int) -> bytes:
+    peek = getattr(stream, "peek", None)
+    if peek is not None:
+        try:
+            return peek(n)[:n]
+        except (OSError, ValueError):
+            return b""
+    return b""
+
+
+class _Transcoder(io.RawIOBase):
+    """UTF-16 in, UTF-8 out, incrementally (memory bounded by one read)."""
+
+    def __init__(self, raw: BinaryIO, encoding: str):
+        self._raw = raw
+        self._dec = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._buf = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._eof and (n < 0 or len(self._buf) < n):
+            raw = self._raw.read(CHUNK)
+            if not raw:
+                self._eof = True
+                self._buf += self._dec.decode(b"", final=True).encode("utf-8", "replace")
+                break
+            self._buf += self._dec.decode(raw).encode("utf-8", "replace")
+        if n < 0:
+            out, self._buf = self._buf, b""
+        else:
+            out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+
+def blocks(stream: BinaryIO, chunk: int = CHUNK) -> Iterator[Block]:
+    """Split `stream` into blocks of whole lines; overlong lines come in pieces of about `chunk` bytes."""
+    if not hasattr(stream, "peek"):
+        stream = io.BufferedReader(stream)  # type: ignore[arg-type]
+    stream = _sniff(stream)
+    line = 1
+    carry = b""
+    while True:
+        raw = stream.read(chunk)
+        if not raw:
+            break
+        data = carry + raw if carry else raw
+        cut = data.rfind(b"\n")
+        if cut == -1:
+            if len(data) < chunk:
+                carry = data
+                continue
+            # One line longer than a block: pass this piece on and keep the line number.
+            yield _clean(Block(data, line, True))
+            carry = b""
+            continue
+        body, carry = data[:cut + 1], data[cut + 1:]
+        block = Block(body, line, False)
+        line += body.count(b"\n")
+        yield _clean(block)
+    if carry:
+        yield _clean(Block(carry, line, False))
+
+
+def _clean(block: Block) -> Block:
+    if b"\x1b" in block.data:
+        block.data = ANSI_RE.sub(b"", block.data)
+    return block
