@@ -120,7 +120,10 @@ def gloo_default_reaches_master(ctx):
     ## Why it matters
     Gloo advertises the bound address to its peers. An address on another interface (a docker
     bridge, a management NIC, a VPN) is often unreachable for them: rendezvous succeeds and the
-    process group times out connecting, with no word about interfaces.
+    process group fails with `connect: Network is unreachable` or times out. Measured with torch
+    2.13: of each pair, the rank with the higher address connects (from a kernel-chosen source)
+    and the lower one listens on its advertised address, so the fault bites only for peers whose
+    address is above the stray one: a 2-node test can pass and a larger job fail.
 
     ## Fix
     Export `GLOO_SOCKET_IFNAME=<interface that routes to the master>`, or map the hostname to that
@@ -148,7 +151,7 @@ def gloo_default_reaches_master(ctx):
     yield Finding(Severity.ERROR,
                   f"Gloo would bind {addr} on {nic.name if nic else '?'} ({ctx.hostname} resolves there), "
                   f"but the master {ctx.master} is reached through {route.name} ({ctx.route.src_addr})",
-                  hint="peers would connect to an address off the path to the master; the first collective hangs",
+                  hint="peers with a higher address dial that address and fail (connect: Network is unreachable)",
                   fix=_route_fix(ctx, f"make Gloo use {route.name}", "GLOO_SOCKET_IFNAME"), evidence=ev)
 
 

@@ -171,9 +171,11 @@ def master_port_free(ctx):
     which process holds it.
 
     ## Why it matters
-    A second job, a stale torchrun or a tool that hard-codes 29500 holding the port makes the
-    store fail with `The server socket has failed to bind to [::]:29500 (errno: 98 - Address
-    already in use)`.
+    A second job, a stale torchrun or a tool that hard-codes 29500 holding the port breaks the
+    store. With the static rendezvous / `env://` it fails with `The server socket has failed to
+    bind to [::]:29500 (errno: 98 - Address already in use)`. With torchrun's c10d rendezvous it
+    is worse (measured with torch 2.13): the agent that cannot host the store retries as a
+    *client* of whatever holds the port, and every node hangs until the rendezvous timeout.
 
     ## Fix
     Stop the process that holds the port, or pick another port per job (`--rdzv-endpoint
@@ -193,6 +195,6 @@ def master_port_free(ctx):
     cmds = [f"ss -ltnp 'sport = :{ctx.port}'"]
     cmds += [f"kill {h.pid}   # {h.name}" for h in holders if h.pid]
     yield Finding(Severity.ERROR, f"port {ctx.port} on {ctx.hostname} is already in use by {who}",
-                  hint="the c10d store would fail with errno 98 - Address already in use",
+                  hint="static rendezvous: errno 98 EADDRINUSE; c10d rendezvous: the agents talk to that process and hang",
                   fix=Fix(f"stop that process or use another port (e.g. --rdzv-endpoint {ctx.master}:{ctx.port + 1})", tuple(cmds)),
                   evidence={"port": ctx.port, "holders": holders})
