@@ -35,8 +35,34 @@ def _who(st: Mapping[str, Any]) -> str:
     return f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')})"
 
 
+SILENT_S = 2.0  # heartbeats come every 0.25 s: this long without one means the process is not running
+
+
+def culprits(states: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The ranks that hold the others up, from every rank's state when the watchdog fired.
+
+    A rank is a culprit when it never connected, died, is stopped or silent, sits in its own code
+    instead of the collective the others wait in, or (when no rank reported an error, which would
+    make it skip ahead) is behind the others. The rest are waiting for them. States relayed
+    from a rank 0 that froze are only context: they may be a moment old.
+    """
+    seen = [s for s in states if s.get("seen")]
+    furthest = max((s.get("index", -1) for s in seen), default=-1)
+    any_error = any(s.get("error") for s in seen)
+    out = []
+    for s in states:
+        if s.get("relayed"):
+            continue  # as rank 0 saw it before it froze: context, not evidence
+        if (not s.get("seen") or s.get("exit") or s.get("proc_state") in ("stopped", "gone", "zombie")
+                or s.get("heartbeat_age_s", 0) > SILENT_S
+                or (not s.get("in_collective") and s.get("phase") not in ("report", "done") and not s.get("error"))
+                or (not any_error and s.get("index", -1) < furthest)):
+            out.append(s)
+    return out
+
+
 def _culprit_line(st: Mapping[str, Any]) -> tuple[str, Fix | None]:
-    """What is wrong with one late rank, and what to do about it."""
+    """What is wrong with one rank that holds the others up, and what to do about it."""
     phase = st.get("phase") or "?"
     if not st.get("seen"):
         return (f"rank {st['rank']} never connected to the rendezvous store (waited {st.get('waited_s', 0):g} s)",
@@ -50,17 +76,21 @@ def _culprit_line(st: Mapping[str, Any]) -> tuple[str, Fix | None]:
     if st.get("proc_state") == "stopped":
         return (f"{_who(st)} is stopped (SIGSTOP/SIGTSTP) in phase '{phase}': no heartbeat for {st.get('heartbeat_age_s')} s",
                 Fix("resume it or end it; a stopped process holds the whole group",
-                    commands=(f"kill -CONT {st.get('pid')}",)))
-    if st.get("proc_state") == "gone":
+                    commands=(f"kill -CONT {st.get('pid')}   # on {st.get('host', '?')}",)))
+    if st.get("proc_state") in ("gone", "zombie"):
         return (f"{_who(st)} is gone (exited or killed) in phase '{phase}'", None)
-    if st.get("heartbeat_age_s", 0) > 2.0:
+    if st.get("heartbeat_age_s", 0) > SILENT_S:
         return (f"{_who(st)} stopped responding in phase '{phase}': no heartbeat for {st['heartbeat_age_s']} s "
                 "(stopped, killed, or frozen with the interpreter lock held)",
-                Fix("look at the process on its host", commands=(f"ssh {st.get('host', '?')} ps -o pid,stat,wchan:32,cmd -p {st.get('pid')}",
-                                                                 f"py-spy dump --pid {st.get('pid')}")))
-    return (f"{_who(st)} has been in phase '{phase}' for {st.get('in_phase_s')} s",
-            Fix("see where it waits", commands=(f"py-spy dump --pid {st.get('pid')}   # on {st.get('host', '?')}",),
-                env={"NCCL_DEBUG": "INFO"} if "nccl" in phase.lower() else {}))
+                Fix("look at the process on its host",
+                    commands=(f"ssh {st.get('host', '?')} ps -o pid,stat,wchan:32,cmd -p {st.get('pid')}",
+                              f"py-spy dump --pid {st.get('pid')}")))
+    if not st.get("in_collective"):
+        return (f"{_who(st)} is alive but has not entered the collective of phase '{phase}' after "
+                f"{st.get('in_phase_s')} s: its own code is busy or stuck",
+                Fix("see where it is", commands=(f"py-spy dump --pid {st.get('pid')}   # on {st.get('host', '?')}",)))
+    return (f"{_who(st)} is behind the others: still in phase '{phase}' after {st.get('in_phase_s')} s",
+            Fix("see where it waits", commands=(f"py-spy dump --pid {st.get('pid')}   # on {st.get('host', '?')}",)))
 
 
 @check("DD501", "every rank reached every phase", category="distributed", tags={"smoke"}, timeout=2, order=-1)
@@ -84,37 +114,33 @@ def every_rank_finished(ctx):
     verdict = ctx.verdict
     errors = [(r, rec["error"]) for r, rec in sorted(ctx.records.items()) if rec.get("error")]
     if verdict:
-        states = {s["rank"]: s for s in verdict["states"]}
-        late = [states[r] for r in verdict["late"] if r in states]
-        seen = [s for s in states.values() if s.get("seen")]
-        furthest = max((s.get("index", -1) for s in seen), default=-1)
-        waiting = [s["rank"] for s in seen if s["rank"] not in verdict["late"] and not s.get("exit")]
-        where = (f"; ranks {fmt_ranks(waiting)} wait in phase "
-                 f"'{max(seen, key=lambda s: s.get('index', -1))['phase']}'" if waiting and seen else "")
-        everyone = len(late) == len(states) and len({s.get("index") for s in late}) == 1 and all(
-            s.get("heartbeat_age_s", 0) <= 2.0 and not s.get("exit") and s.get("proc_state") in (None, "running")
-            for s in late)
-        if everyone and late:
-            phase = late[0].get("phase")
+        states = verdict["states"]
+        bad = culprits(states)
+        bad_ranks = {s["rank"] for s in bad}
+        waiting = [s for s in states if s.get("seen") and s["rank"] not in bad_ranks]
+        where = ""
+        if waiting:
+            ahead = max(waiting, key=lambda s: s.get("index", -1))
+            where = f"; ranks {fmt_ranks(s['rank'] for s in waiting)} wait in phase '{ahead.get('phase')}'"
+        detected = f"detected by {verdict['detected_by']} after {verdict['after_s']} s (--timeout {verdict['timeout_s']:g} s)"
+        if not bad:
+            phase = max(states, key=lambda s: s.get("in_phase_s", 0)).get("phase")
             yield Finding(Severity.ERROR,
-                          f"all {len(late)} ranks are alive but stuck in phase '{phase}' for {late[0].get('in_phase_s')} s",
-                          hint="the collective itself does not complete: a transport problem (firewall on the ranks' "
-                               "ephemeral ports, wrong NIC, NCCL P2P/SHM) rather than one bad rank",
+                          f"all {len(states)} ranks are alive and inside the collective of phase '{phase}', "
+                          f"which does not complete",
+                          hint=f"{detected}. A transport problem (a firewall on the ranks' ephemeral ports, the wrong "
+                               "NIC, NCCL P2P/SHM) rather than one bad rank",
                           fix=Fix("see what the transport does, and check the network between the hosts",
                                   commands=("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET ddpdoctor smoke ...",
                                             "ddpdoctor network --master $MASTER_ADDR"),
                                   env={"NCCL_DEBUG": "INFO"}),
                           evidence=verdict)
-        else:
-            for st in sorted(late, key=lambda s: (s.get("index", -1), s["rank"])):
-                msg, fix = _culprit_line(st)
-                behind = seen and st.get("seen") and st.get("index", -1) < furthest
-                yield Finding(Severity.ERROR, msg,
-                              hint=(f"detected by {verdict['detected_by']} after {verdict['after_s']} s"
-                                    f" (--timeout {verdict['timeout_s']:g} s){where}"
-                                    + (" ; it is behind the others" if behind else "")
-                                    + (f"; its error: {st['error']}" if st.get("error") else "")),
-                              fix=fix, evidence=st)
+        for st in sorted(bad, key=lambda s: (s.get("index", -1), s["rank"])):
+            msg, fix = _culprit_line(st)
+            extra = f"; ended by ddpdoctor: {st['ended_by_ddpdoctor']}" if st.get("ended_by_ddpdoctor") else ""
+            if st.get("relayed"):
+                extra += "; as rank 0 last saw it"
+            yield Finding(Severity.ERROR, msg, hint=detected + where + extra, fix=fix, evidence=st)
     for r, err in errors:
         rec = ctx.records[r]
         yield Finding(Severity.ERROR, f"rank {r} (pid {rec.get('pid')}, {rec.get('host')}) failed in phase "
@@ -130,7 +156,7 @@ def every_rank_finished(ctx):
         return
     init = max((rec.get("phases") or {}).get("init", 0.0) for rec in ctx.records.values())
     yield Finding(Severity.INFO, f"{ctx.world_size} rank(s) on {len({r.get('host') for r in ctx.records.values()})} "
-                                 f"host(s) finished every phase; init_process_group took {init:.2f} s",
+                                 f"host(s) finished every phase; init_process_group took {init:.3f} s",
                   evidence={"world_size": ctx.world_size})
 
 

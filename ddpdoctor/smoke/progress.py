@@ -23,10 +23,14 @@ AFTER_ERROR_LIMIT = 3.0  # seconds; a missing heartbeat for this long, after an 
 
 
 def heartbeat(rank: int, index: int, phase: str, beat: int, host: str, pid: int, local_rank: int | None,
-              in_phase_s: float, err: str | None = None) -> dict[str, Any]:
-    """The record a rank publishes (short keys: it is written every 0.25 s)."""
+              in_phase_s: float, err: str | None = None, in_collective: bool = False) -> dict[str, Any]:
+    """The record a rank publishes (short keys: it is written every 0.25 s).
+
+    `c` tells waiting inside a collective (for the other ranks) from being busy or stuck in the
+    rank's own code between collectives.
+    """
     return {"r": rank, "i": index, "p": phase, "b": beat, "h": host, "pid": pid, "lr": local_rank,
-            "a": round(in_phase_s, 3), "e": err}
+            "a": round(in_phase_s, 3), "e": err, "c": in_collective}
 
 
 @dataclasses.dataclass
@@ -41,6 +45,7 @@ class RankState:
     err: str | None = None
     exit: str | None = None  # "killed by SIGKILL", "exited with code 1": known to whoever reaped it
     proc_state: str | None = None  # "stopped", "zombie", "gone": known on the rank's own host
+    in_collective: bool = False
     last_beat_at: float = 0.0
     phase_since: float = 0.0
 
@@ -48,7 +53,7 @@ class RankState:
         return {"rank": self.rank, "host": self.host, "pid": self.pid, "local_rank": self.local_rank,
                 "phase": self.phase, "index": self.index, "in_phase_s": round(now - self.phase_since, 2),
                 "heartbeat_age_s": round(now - self.last_beat_at, 2), "error": self.err, "exit": self.exit,
-                "proc_state": self.proc_state, "seen": True}
+                "proc_state": self.proc_state, "in_collective": self.in_collective, "seen": True}
 
 
 class Tracker:
@@ -72,6 +77,7 @@ class Tracker:
             st.phase_since = now - float(hb.get("a") or 0.0)
         st.index, st.phase, st.beat, st.last_beat_at = hb["i"], hb["p"], hb["b"], now
         st.host, st.pid, st.local_rank = hb.get("h") or st.host, hb.get("pid") or st.pid, hb.get("lr")
+        st.in_collective = bool(hb.get("c"))
         if hb.get("e"):
             st.err = hb["e"]
 

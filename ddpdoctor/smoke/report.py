@@ -9,6 +9,7 @@ import socket
 from typing import Any, Mapping
 
 from ddpdoctor import registry, runner
+from ddpdoctor.checks.distributed import culprits, fmt_ranks
 from ddpdoctor.checks.gpu import MiB, STAGES, misplaced
 from ddpdoctor.model import Report
 from ddpdoctor.smoke import bandwidth as bw
@@ -78,6 +79,12 @@ def _own_gpu_mem(rec: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "none"
 
 
+def _secs(s: float | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s:.2f}s" if s >= 0.1 else f"{s * 1e3:.0f}ms"
+
+
 def _rank_busbw(rec: Mapping[str, Any], world_size: int) -> str:
     entries = rec.get("bandwidth") or []
     if not entries:
@@ -92,7 +99,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def render_text(ctx: SmokeFacts, extra: Mapping[str, Any], logs: Mapping[int, list[str]]) -> str:
-    lines = [f"{ctx.world_size} rank(s), backend {ctx.backend or '?'}, launcher {extra['launcher']}"]
+    lines = [f"{ctx.world_size} rank(s), backend {ctx.backend or 'not agreed yet'}, launcher {extra['launcher']}"]
     if ctx.records:
         rows = [["rank", "host", "local", "device", "init", "collectives", "bandwidth", "busbw", "correct", "GPU memory"]]
         for r in sorted(ctx.records):
@@ -102,9 +109,7 @@ def render_text(ctx: SmokeFacts, extra: Mapping[str, Any], logs: Mapping[int, li
             ok = sum(1 for e in corr if e.get("ok"))
             state = "error" if rec.get("error") else f"{ok}/{len(corr)}"
             rows.append([str(r), str(rec.get("host", "?")), str(rec.get("local_rank", "?")), str(rec.get("device", "?")),
-                         f"{ph.get('init', 0):.2f}s" if "init" in ph else "-",
-                         f"{ph.get('correctness', 0):.2f}s" if "correctness" in ph else "-",
-                         f"{ph.get('bandwidth', 0):.2f}s" if "bandwidth" in ph else "-",
+                         _secs(ph.get("init")), _secs(ph.get("correctness")), _secs(ph.get("bandwidth")),
                          _rank_busbw(rec, ctx.world_size), state, _own_gpu_mem(rec)])
         lines += [""] + _table(rows)
     if extra["bandwidth"]:
@@ -118,19 +123,21 @@ def render_text(ctx: SmokeFacts, extra: Mapping[str, Any], logs: Mapping[int, li
         lines += _table(rows)
     if ctx.verdict:
         v = ctx.verdict
-        lines += ["", f"progress when {v['detected_by']} stopped the run ({v['after_s']} s; late: ranks "
-                      f"{', '.join(map(str, v['late'])) or '-'})"]
+        held_up_by = [s["rank"] for s in culprits(v["states"])]
+        lines += ["", f"progress when {v['detected_by']} stopped the run ({v['after_s']} s; holding the others up: "
+                      f"{'ranks ' + fmt_ranks(held_up_by) if held_up_by else 'none, all wait in one collective'})"]
         rows = [["rank", "host", "pid", "phase", "in phase", "heartbeat age", "state"]]
         for st in v["states"]:
             if not st.get("seen"):
-                rows.append([str(st["rank"]), "?", "?", "never connected", "-", "-", ""])
+                what = "not seen by rank 0 yet" if st.get("relayed") else "never connected"
+                rows.append([str(st["rank"]), "?", "?", what, "-", "-", ""])
                 continue
             state = st.get("exit") or st.get("proc_state") or ""
             if st.get("error"):
                 state = (state + "; " if state else "") + "error"
             rows.append([str(st["rank"]), str(st.get("host", "?")), str(st.get("pid", "?")), str(st.get("phase", "?")),
                          f"{st.get('in_phase_s', 0):.1f}s", f"{st.get('heartbeat_age_s', 0):.1f}s"
-                         + (" (relayed)" if st.get("relayed") else ""), state])
+                         + (f" ({st.get('relay_age_s', 0):.1f}s ago, via rank 0)" if st.get("relayed") else ""), state])
         lines += _table(rows)
     if ctx.fix_records:
         moved = misplaced(ctx.fix_records)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,7 +31,8 @@ from ddpdoctor.smoke import plan as P
 from ddpdoctor.smoke.channel import FD_VAR, read_messages
 from ddpdoctor.smoke.progress import Tracker, describe_exit, make_verdict, process_state
 
-GRACE_S = 5.0  # beyond a phase's limit, before the supervisor overrides rank 0's own watchdog
+GRACE_S = 5.0  # beyond a phase's limit, before a rank's own supervisor ends its worker
+FALLBACK_S = 3.0  # standalone: how long rank 0 gets to report what the launcher sees as well
 POLL_S = 0.05
 
 
@@ -53,6 +55,7 @@ class WorkerProc:
     exit: str | None = None
     killed: str | None = None  # why the supervisor killed it
     proc_state: str | None = None
+    backend: str = ""
     reader: threading.Thread | None = None
 
     @property
@@ -70,7 +73,9 @@ class WorkerProc:
             text = self.log.read().decode(errors="replace")
         except (OSError, ValueError):
             return []
-        return [line for line in text.splitlines() if line.strip()][-lines:]
+        # torch prints C++ stack frames after store errors: they say nothing about the rank
+        noise = re.compile(r"^\s*(frame #\d+|<omitting python frames>|Exception raised from )")
+        return [line for line in text.splitlines() if line.strip() and not noise.match(line)][-lines:]
 
 
 @dataclasses.dataclass
@@ -90,6 +95,7 @@ class Supervisor:
         self.lock = threading.Lock()
         self.tracker = Tracker(world_size, cfg, time.monotonic())
         self.relayed: list[dict] = []  # rank 0's last view of every rank
+        self.relayed_at = 0.0
         self.signalled: str | None = None
 
     # ------------------------------------------------------------------ messages
@@ -107,13 +113,15 @@ class Supervisor:
             elif t == "world":
                 w.world = msg["world"]
             elif t == "progress":
-                self.relayed = msg["states"]
+                self.relayed, self.relayed_at = msg["states"], now
             elif t == "done":
                 w.done = msg
             elif t == "aborted":
                 w.aborted = msg
             elif t == "lost_store":
                 w.lost_store = msg
+            elif t == "backend":
+                w.backend = msg["backend"]
 
     # ------------------------------------------------------------------ processes
     def _start(self, w: WorkerProc) -> None:
@@ -152,16 +160,18 @@ class Supervisor:
         w.exit = describe_exit(rc)
         if w.reader:
             w.reader.join(timeout=2.0)  # its last messages (the world report) come before EOF
-        if not w.finished and w.aborted is None:
+        if not w.finished and w.aborted is None and w.killed is None:  # it died on its own
             with self.lock:
-                self.tracker.mark_exit(w.rank, w.exit if not w.killed else f"{w.exit} by ddpdoctor ({w.killed})", now)
+                self.tracker.mark_exit(w.rank, w.exit, now)
 
     def _watchdog(self, w: WorkerProc, now: float) -> None:
         """Kill a worker whose own heartbeat or phase stopped for longer than its limit + grace."""
         if w.proc is None or w.proc.poll() is not None or w.finished:
             return
         limit = self.cfg.limit_for(w.phase) + GRACE_S
-        if now - w.last_msg_at > limit:
+        # rank 0's supervisor is the only one left to report a frozen rank 0: no grace for silence
+        silent_limit = limit - GRACE_S if w.rank == 0 else limit
+        if now - w.last_msg_at > silent_limit:
             self._kill(w, f"no heartbeat for {now - w.last_msg_at:.0f} s in phase '{w.phase}'")
         elif now - w.phase_seen_at > limit:
             self._kill(w, f"in phase '{w.phase}' for {now - w.phase_seen_at:.0f} s")
@@ -202,21 +212,25 @@ class Supervisor:
                 for w in self.workers.values():
                     self._kill(w, f"ddpdoctor got {self.signalled}")
                 break
-            for w in self.workers.values():
-                self._watchdog(w, now)
-            if self.standalone:
-                if rank0.world is not None:
-                    # rank 0 reported: the others exit on their own within a moment, or are ended
-                    world_at = world_at or now
-                    if now - world_at > GRACE_S:
-                        for w in self.workers.values():
-                            self._kill(w, "still running after rank 0's report")
-                else:
-                    with self.lock:
-                        late = self.tracker.late(now)
-                    late_since = (late_since or now) if late else None
-                    if late_since is not None and now - late_since > GRACE_S:
-                        break  # rank 0 did not report what we see as well: report it ourselves
+            if not self.standalone:
+                for w in self.workers.values():
+                    self._watchdog(w, now)
+            elif rank0.world is not None:
+                # rank 0 reported; the others exit on their own within a moment (after a verdict,
+                # a stopped one never will)
+                world_at = world_at or now
+                if now - world_at > (1.0 if rank0.world.get("verdict") else GRACE_S):
+                    for w in self.workers.values():
+                        self._kill(w, "still running after rank 0's report")
+            else:
+                with self.lock:
+                    late = self.tracker.late(now)
+                late_since = (late_since or now) if late else None
+                if late_since is not None and now - late_since > FALLBACK_S:
+                    for w in self.workers.values():  # what each one is doing, before we end it
+                        if w.proc is not None and w.proc.poll() is None:
+                            w.proc_state = process_state(w.proc.pid)
+                    break  # rank 0 did not report what we see as well: report it ourselves
             time.sleep(POLL_S)
         return self._outcome(time.monotonic())
 
@@ -245,10 +259,10 @@ class Supervisor:
             return world
         for st in verdict.get("states", []):
             w = self.workers.get(st.get("rank"))
-            if w is None:
+            if w is None or w.rank == 0:  # rank 0 exits by design once it has reported
                 continue
-            if w.exit and not w.finished and w.aborted is None and not (w.killed or "").startswith(("the run ended", "still running")):
-                st["exit"] = w.exit
+            if w.exit and not w.finished and w.aborted is None and w.killed is None:
+                st["exit"] = w.exit  # it died on its own: how
             if w.proc_state and not st.get("proc_state"):
                 st["proc_state"] = w.proc_state
         return world
@@ -263,14 +277,13 @@ class Supervisor:
         if not self.standalone:  # only our own rank first-hand: the others as rank 0 last relayed them
             for s in self.relayed:
                 if s.get("rank") not in self.workers:
-                    by_rank[s["rank"]] = {**s, "relayed": True}
-            late = sorted(set(late) | {r for r, s in by_rank.items() if r not in self.workers and s.get("seen") is False})
+                    by_rank[s["rank"]] = {**s, "relayed": True, "relay_age_s": round(now - self.relayed_at, 2)}
         for w in self.workers.values():
             st = by_rank.get(w.rank)
-            if st is not None:
+            if st is not None and st.get("seen"):
                 st["proc_state"] = st.get("proc_state") or w.proc_state
-                if w.killed and not w.finished:
-                    st["exit"] = f"stopped responding; ended by ddpdoctor ({w.killed})"
+                if w.killed and w.killed != "the run ended":
+                    st["ended_by_ddpdoctor"] = w.killed
             if not w.finished and w.rank not in late:
                 late.append(w.rank)
         if self.signalled:
@@ -282,7 +295,7 @@ class Supervisor:
         verdict = make_verdict([by_rank[r] for r in sorted(by_rank)], sorted(set(late)), trouble,
                                now - self.tracker.t0, detected, self.cfg)
         records = {str(w.rank): w.record for w in self.workers.values() if w.record}
-        backend = next((rec.get("backend") for rec in records.values() if rec.get("backend")), "")
+        backend = next((w.backend for w in self.workers.values() if w.backend), "")
         return {"round": 2 if self.cfg.fix_round else 1, "backend": backend, "world_size": self.world_size,
                 "records": records, "verdict": verdict, "duration_s": round(now - self.tracker.t0, 3)}
 

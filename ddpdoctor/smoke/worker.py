@@ -19,6 +19,7 @@ faults: separate them with ';'.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -87,6 +88,7 @@ class Worker:
         self.plan = P.phases(self.cfg, "gloo", self.world)  # up to "init" the same for every backend
         self.index, self.phase, self.phase_t = 0, P.START, self.t0
         self.beat, self.err = 0, None
+        self.in_collective = False  # inside a torch.distributed call, i.e. waiting for the other ranks
         self.kick = threading.Event()
         self.published = -1  # phase index the store last saw
         self.finish_lock = threading.Lock()
@@ -105,7 +107,16 @@ class Worker:
     # ------------------------------------------------------------------ progress
     def hb(self) -> dict[str, Any]:
         return heartbeat(self.rank, self.index, self.phase, self.beat, self.host, self.pid, self.local_rank,
-                         time.monotonic() - self.phase_t, self.err)
+                         time.monotonic() - self.phase_t, self.err, self.in_collective)
+
+    @contextlib.contextmanager
+    def waiting(self):
+        """Inside: this rank waits for the others (a collective, the store), not for itself."""
+        self.in_collective = True
+        try:
+            yield
+        finally:
+            self.in_collective = False
 
     def enter(self, name: str) -> None:
         now = time.monotonic()
@@ -155,7 +166,7 @@ class Worker:
         mon = self.mon
         tracker = Tracker(self.world, self.cfg, time.monotonic()) if self.rank == 0 else None
         known: set[int] = set()
-        last_pub = last_poll = last_relay = 0.0
+        last_pub = last_poll = 0.0
         last_index = -1
         failing_since = None
         poll_s = max(BEAT_S, self.world / 400)  # rank 0 reads every heartbeat: keep the store's load bounded
@@ -173,9 +184,7 @@ class Worker:
                             self._aborted(json.loads(mon.get("abort")))
                     else:
                         self._poll_world(mon, tracker, known, now)
-                        if now - last_relay >= 0.5:
-                            last_relay = now
-                            self.chan.send({"t": "progress", "states": tracker.states(time.monotonic())})
+                        self.chan.send({"t": "progress", "states": tracker.states(time.monotonic())})
                 failing_since = None
             except Exception as e:  # noqa: BLE001 - the store host froze or died
                 failing_since = failing_since or now
@@ -194,6 +203,11 @@ class Worker:
             values = mon.multi_get(keys) if hasattr(mon, "multi_get") else [mon.get(k) for k in keys]
             for v in values:
                 tracker.update(json.loads(v), now)
+        for st in tracker.ranks.values():
+            # a silent rank on this host whose process is gone died: no need to wait out its limit
+            if st.host == self.host and not st.exit and now - st.last_beat_at > 1.0 and st.phase != P.DONE:
+                if process_state(st.pid) in ("gone", "zombie"):
+                    tracker.mark_exit(st.rank, "exited (its process is gone)", now)
         verdict = tracker.verdict(time.monotonic(), "rank 0's watchdog")
         if verdict:
             for st in verdict["states"]:
@@ -222,10 +236,12 @@ class Worker:
         except Exception:  # noqa: BLE001 - report what we have
             pass
         self.chan.send({"t": "world", "world": self._world(records, verdict)})
+        alive = [s for s in verdict["states"] if s.get("seen") and s["rank"] != self.rank and not s.get("exit")
+                 and s.get("heartbeat_age_s", 99) < 2.0]
         try:
             self.mon.set("abort", json.dumps({"kind": verdict["kind"], "late": verdict["late"]}))
             deadline = time.monotonic() + 1.0  # let the others read it before the store goes away with us
-            while time.monotonic() < deadline and int(self.mon.add("abort_ack", 0)) < self.world - 1 - len(verdict["late"]):
+            while time.monotonic() < deadline and int(self.mon.add("abort_ack", 0)) < len(alive):
                 time.sleep(0.05)
         except Exception:  # noqa: BLE001
             pass
@@ -327,11 +343,13 @@ class Worker:
         self.store.set(f"gpu/{self.rank}", "1" if has_gpu else "0")
         if cfg.backend == "auto":
             keys = [f"gpu/{r}" for r in range(self.world)]
-            self.store.wait(keys)
+            with self.waiting():
+                self.store.wait(keys)
             self.backend = "nccl" if all(v == b"1" for v in self._multi_get(self.store, keys)) else "gloo"
         else:
             self.backend = cfg.backend
         self.record["backend"] = self.backend
+        self.chan.send({"t": "backend", "backend": self.backend})
         self.plan = P.phases(cfg, self.backend, self.world)
         gpu = self.backend == "nccl"
         device = torch.device("cuda", self.local_rank) if gpu else torch.device("cpu")
@@ -348,8 +366,9 @@ class Worker:
         if gpu and cfg.fix_round:
             kw["device_id"] = device
         # the process-group timeout outlasts --timeout, so that our watchdog names the culprit first
-        dist.init_process_group(self.backend, store=dist.PrefixStore("pg", self.store), rank=self.rank,
-                                world_size=self.world, timeout=datetime.timedelta(seconds=cfg.timeout + 30), **kw)
+        with self.waiting():
+            dist.init_process_group(self.backend, store=dist.PrefixStore("pg", self.store), rank=self.rank,
+                                    world_size=self.world, timeout=datetime.timedelta(seconds=cfg.timeout + 30), **kw)
         self._nvml(P.NVML_AFTER_INIT)
         if gpu:
             if not cfg.fix_round:
@@ -386,10 +405,11 @@ class Worker:
         t = time.perf_counter()
         entry: dict[str, Any] = {"op": step.op, "dtype": step.dtype, "size": step.size, "src": step.src}
         if step.op == "barrier":
-            if device.type == "cuda" and self.cfg.fix_round:
-                dist.barrier(device_ids=[self.local_rank])
-            else:
-                dist.barrier()
+            with self.waiting():
+                if device.type == "cuda" and self.cfg.fix_round:
+                    dist.barrier(device_ids=[self.local_rank])
+                else:
+                    dist.barrier()
             entry.update(ok=True, time_s=round(time.perf_counter() - t, 6))
             return entry
         dtype = getattr(torch, step.dtype)
@@ -399,12 +419,14 @@ class Worker:
             if self.zero_phase == self.phase:
                 value = 0
             x = torch.full((n,), value, dtype=dtype, device=device)
-            dist.all_reduce(x)
+            with self.waiting():
+                dist.all_reduce(x)
             entry["ones"] = ones
         else:
             expected = step.src + 1
             x = torch.full((n,), expected if self.rank == step.src else 0, dtype=dtype, device=device)
-            dist.broadcast(x, step.src)
+            with self.waiting():
+                dist.broadcast(x, step.src)
         bad = x != expected
         if bool(bad.any()):
             i = int(bad.nonzero()[0].item())
@@ -417,9 +439,10 @@ class Worker:
     def _gloo_next_to_nccl(self) -> None:
         torch, dist = self.torch, self.dist
         try:
-            g = dist.new_group(backend="gloo")
             x = torch.full((4,), float(self.rank + 1))
-            dist.all_reduce(x, group=g)
+            with self.waiting():
+                g = dist.new_group(backend="gloo")
+                dist.all_reduce(x, group=g)
             expected = self.world * (self.world + 1) / 2
             self.record["gloo_cpu"] = {"ok": bool((x == expected).all())}
         except Exception as e:  # noqa: BLE001 - DD506 reports it; the NCCL part goes on
@@ -430,15 +453,16 @@ class Worker:
         x = torch.zeros(max(1, size // 4), dtype=torch.float32, device=device)  # zeros: no overflow across iterations
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         warmup, iters = P.bandwidth_iters(size)
-        for _ in range(warmup):
-            dist.all_reduce(x)
-        sync()
         times = []
-        for _ in range(iters):
-            t = time.perf_counter()
-            dist.all_reduce(x)
+        with self.waiting():
+            for _ in range(warmup):
+                dist.all_reduce(x)
             sync()
-            times.append(time.perf_counter() - t)
+            for _ in range(iters):
+                t = time.perf_counter()
+                dist.all_reduce(x)
+                sync()
+                times.append(time.perf_counter() - t)
         return {"size": size, "warmup": warmup, "iters": iters, "times": [round(s, 7) for s in times]}
 
     # ------------------------------------------------------------------ report
@@ -449,8 +473,9 @@ class Worker:
         self.chan.send({"t": "record", "record": self.record})
         if self.rank == 0:
             keys = [f"rec/{r}" for r in range(self.world)]
-            while not store.check(keys):  # the watchdog ends this wait if a rank never posts
-                time.sleep(0.02)
+            with self.waiting():
+                while not store.check(keys):  # the watchdog ends this wait if a rank never posts
+                    time.sleep(0.02)
             records = {str(r): json.loads(v) for r, v in zip(range(self.world), self._multi_get(store, keys))}
             from ddpdoctor.checks.gpu import misplaced
             rerun = bool(self.cfg.fix and not self.cfg.fix_round
@@ -468,11 +493,12 @@ class Worker:
                 time.sleep(0.01)
         else:
             deadline = time.monotonic() + self.cfg.timeout + 10
-            while not store.check(["done"]):
-                if time.monotonic() > deadline:
-                    self.chan.send({"t": "aborted", "kind": "no report from rank 0"})
-                    return 1
-                time.sleep(0.02)
+            with self.waiting():
+                while not store.check(["done"]):
+                    if time.monotonic() > deadline:
+                        self.chan.send({"t": "aborted", "kind": "no report from rank 0"})
+                        return 1
+                    time.sleep(0.02)
             done = json.loads(store.get("done"))
             self.chan.send({"t": "done", **done})
             store.add("bye", 1)
