@@ -15,11 +15,13 @@ DEFAULT_MAX_SIZE = 64 * MiB
 DEFAULT_TIMEOUT = 30.0
 STARTUP_TIMEOUT = 60.0  # importing torch from a cold network filesystem can take this long
 
-# Phases before the rendezvous store exists: only the process's own supervisor sees them.
 START, IMPORT, STORE, BACKEND, PREAMBLE, INIT = "start", "import torch", "store", "backend", "preamble", "init"
 NVML_BEFORE, NVML_AFTER_INIT, NVML_AFTER_FIRST = "before init", "after init", "after first collective"
 REPORT, DONE = "report", "done"
-STARTUP_PHASES = (START, IMPORT, STORE)
+# Phases that wait for the slowest rank to start (importing torch, connecting to the store: in
+# "backend" every rank waits until all have arrived) or run the user's own set-up code: they get
+# the start-up allowance. From "init" on, every rank is there and --timeout applies.
+STARTUP_PHASES = (START, IMPORT, STORE, BACKEND, PREAMBLE)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -113,7 +113,7 @@ def render_text(ctx: SmokeFacts, extra: Mapping[str, Any], logs: Mapping[int, li
                          _rank_busbw(rec, ctx.world_size), state, _own_gpu_mem(rec)])
         lines += [""] + _table(rows)
     if extra["bandwidth"]:
-        its = sorted({e["iters"] for rec in ctx.records.values() for e in rec.get("bandwidth") or []})
+        its = sorted({len(e["times"]) for rec in ctx.records.values() for e in rec.get("bandwidth") or []})
         lines += ["", f"all_reduce bandwidth (nccl-tests definitions; median of {'/'.join(map(str, its))} iterations "
                       "after warm-up, slowest rank)"]
         rows = [["size", "time", "algbw", "busbw"]]

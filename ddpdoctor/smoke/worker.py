@@ -340,11 +340,13 @@ class Worker:
                 self.record["versions"]["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
             except Exception:  # noqa: BLE001 - a build without NCCL
                 pass
+        # every rank waits here until all have arrived (with the start-up allowance: a slow import
+        # elsewhere is not a hang), then all agree on the backend
         self.store.set(f"gpu/{self.rank}", "1" if has_gpu else "0")
+        keys = [f"gpu/{r}" for r in range(self.world)]
+        with self.waiting():
+            self.store.wait(keys, datetime.timedelta(seconds=cfg.startup_timeout))
         if cfg.backend == "auto":
-            keys = [f"gpu/{r}" for r in range(self.world)]
-            with self.waiting():
-                self.store.wait(keys)
             self.backend = "nccl" if all(v == b"1" for v in self._multi_get(self.store, keys)) else "gloo"
         else:
             self.backend = cfg.backend
