@@ -31,6 +31,7 @@ CHECK_MODULES = (
     "ddpdoctor.checks.system",
     "ddpdoctor.checks.gpu",
     "ddpdoctor.checks.distributed",
+    "ddpdoctor.checks.slurm",
 )
 
 

@@ -1,0 +1,314 @@
+"""`ddpdoctor prolog` (Slurm Prolog=) and `ddpdoctor prolog --task` (Slurm TaskProlog=).
+
+Slurm drains a node and requeues the job whenever its Prolog exits non-zero, so the exit code is
+the whole contract:
+
+    0  the node is healthy, or ddpdoctor could not judge it (its own crash, a bad option or
+       configuration, a check that overran): logged loudly, never a drain (exit 2/3 with --strict)
+    1  a real node fault: one line `ddpdoctor: DDnnn <message>` per fault on stdout, the first one
+       usable as the drain reason (`--drain` sets it with scontrol; Slurm itself says "Prolog error")
+
+The prolog runs only node-local, bounded checks (those tagged "prolog"): no torch, no scontrol or
+squeue while judging (slow Slurm calls inside health checks are how mass drains start), a global
+deadline (5 s by default, Python's start-up included) and a watchdog behind it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import click
+
+from ddpdoctor.validate import BadInput
+
+EXIT_HEALTHY, EXIT_FAULT, EXIT_USAGE, EXIT_CRASH = 0, 1, 2, 3
+CRASH_HOOK = "DDPDOCTOR_TEST_CRASH"  # =prolog: raise inside the prolog, to prove a crash never drains (tests)
+REASON_MAX = 200  # Slurm keeps the reason; keep it one readable line
+SCONTROL_TIMEOUT = 3.0
+
+
+def _process_age() -> float:
+    """Seconds since this process started (Python's start-up counts against the deadline)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start_ticks = int(fields[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def loud(msg: str) -> None:
+    """stderr and syslog: a prolog's stdout is only logged by slurmd when it fails."""
+    try:
+        sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
+    try:
+        import syslog
+        syslog.openlog("ddpdoctor", syslog.LOG_PID, syslog.LOG_DAEMON)
+        syslog.syslog(syslog.LOG_ERR, msg)
+    except Exception:  # noqa: BLE001 - no syslog on this host: stderr has it
+        pass
+
+
+class _PrologCommand(click.Command):
+    """A bad option must not drain the node: click's usage errors exit 0 here unless --strict."""
+
+    def parse_args(self, ctx, args):
+        strict = "--strict" in args and "--task" not in args
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            msg = e.format_message().replace("\n", " ")
+            loud(f"ddpdoctor: error: prolog: {msg} (checks not run; node not failed{'' if strict else ', exit 0'})")
+            sys.exit(EXIT_USAGE if strict else EXIT_HEALTHY)
+
+
+@dataclass
+class Verdict:
+    faults: list[str] = field(default_factory=list)      # "DD601 /dev/shm is 64 MiB, ..."
+    warnings: list[str] = field(default_factory=list)    # warn_only failures, warnings
+    timeouts: list[str] = field(default_factory=list)
+    crashes: list[str] = field(default_factory=list)
+    exit_code: int = EXIT_HEALTHY
+
+    @property
+    def fault_lines(self) -> list[str]:
+        return [f"ddpdoctor: {f}" for f in self.faults]
+
+    def reason(self) -> str:
+        if not self.faults:
+            return ""
+        r = f"ddpdoctor: {self.faults[0]}"
+        if len(self.faults) > 1:
+            r += f" (+{len(self.faults) - 1} more)"
+        r = " ".join(r.split())
+        return r if len(r) <= REASON_MAX else r[:REASON_MAX - 3] + "..."
+
+
+def judge(results, config, *, strict: bool) -> tuple[Verdict, list]:
+    """What the results mean for Slurm; warn_only failures are demoted to warnings in the results."""
+    from ddpdoctor.model import Severity, Status
+
+    v = Verdict()
+    out = []
+    for r in results:
+        if r.status is Status.FAIL and config.is_warn_only(r.id):
+            r = dataclasses.replace(r, status=Status.WARN, reason="warn_only in the site configuration")
+            v.warnings += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.WARNING]
+        elif r.status is Status.FAIL:
+            v.faults += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.ERROR]
+        elif r.status is Status.WARN:
+            v.warnings += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.WARNING]
+        elif r.status is Status.TIMEOUT:
+            line = f"{r.id} {r.title}: timed out ({r.reason})"
+            (v.faults if config.drain_on_timeout and not config.is_warn_only(r.id) else v.timeouts).append(line)
+        elif r.status is Status.CRASH:
+            v.crashes.append(f"{r.id} {r.reason}")
+        out.append(r)
+    if v.faults:
+        v.exit_code = EXIT_FAULT
+    elif strict and (v.crashes or v.timeouts):
+        v.exit_code = EXIT_CRASH if v.crashes else EXIT_FAULT
+    return v, out
+
+
+def expand_path(template: str, node: str, job_id: str) -> str:
+    return template.replace("%n", node or "unknown").replace("%j", job_id or "nojob")
+
+
+def write_report(path: str, data: dict) -> str:
+    """Write atomically (readers never see half a report); '' or why it failed."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+        return ""
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return f"{path}: {e.strerror or e}"
+
+
+def scontrol_drain(node: str, reason: str, *, timeout: float = SCONTROL_TIMEOUT) -> str:
+    """Drain `node` with `reason`; '' on success, else why not. Prologs run with no PATH set."""
+    path = os.pathsep.join(p for p in (os.environ.get("PATH", ""), "/usr/bin:/usr/local/bin:/bin:/opt/slurm/bin") if p)
+    exe = shutil.which("scontrol", path=path)
+    if not exe:
+        return "scontrol not found"
+    try:
+        p = subprocess.run([exe, "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"scontrol did not answer within {timeout:g} s"
+    except OSError as e:
+        return str(e)
+    return "" if p.returncode == 0 else (p.stderr.strip() or p.stdout.strip() or f"scontrol exit {p.returncode}")
+
+
+class _Watchdog:
+    """Ends the process if anything outside the checks (an import, scontrol, a report write) hangs."""
+
+    def __init__(self, seconds: float, code: int, on_fire):
+        self.done = threading.Event()
+        self._code = code
+        self._on_fire = on_fire
+        t = threading.Thread(target=self._run, args=(seconds,), name="prolog-watchdog", daemon=True)
+        t.start()
+
+    def _run(self, seconds: float) -> None:
+        if not self.done.wait(seconds):
+            try:
+                self._on_fire()
+            finally:
+                os._exit(self._code)
+
+
+@click.command("prolog", cls=_PrologCommand)
+@click.option("--task", is_flag=True, help="TaskProlog mode: print `export` lines for GLOO/NCCL_SOCKET_IFNAME and nothing else.")
+@click.option("--config", "config_path", metavar="FILE", help="Site configuration (TOML). Default: /etc/ddpdoctor.toml if it exists.")
+@click.option("--deadline", type=float, metavar="SECONDS", help="For everything, Python's start-up included. Default: 5 (prolog.deadline).")
+@click.option("--drain", is_flag=True, help="On a node fault, also set the drain reason with scontrol (Slurm's own says 'Prolog error').")
+@click.option("--strict", is_flag=True, help="Exit non-zero (drain) also when ddpdoctor crashes, is misconfigured or overruns.")
+@click.option("--report-file", metavar="PATH", help="Write the JSON report there for audit (%n node name, %j job id).")
+@click.option("--select", "select", multiple=True, metavar="PREFIX", help="Run only checks whose id starts with PREFIX (on top of the config).")
+@click.option("--ignore", "ignore", multiple=True, metavar="PREFIX", help="Skip checks whose id starts with PREFIX (on top of the config).")
+@click.option("--json", "json_out", is_flag=True, help="Print the JSON report on stdout (fault lines go to stderr).")
+@click.option("-v", "--verbose", is_flag=True, help="Also print every check's result on stderr (for trying it by hand).")
+def prolog(task, config_path, deadline, drain, strict, report_file, select, ignore, json_out, verbose):
+    """Node health check for Slurm's Prolog= (exit 1 only for a real node fault).
+
+    \b
+    Prolog=/etc/slurm/prolog.d/ddpdoctor        (a script: exec ddpdoctor prolog --drain)
+    TaskProlog=/etc/slurm/ddpdoctor-task        (a script: exec ddpdoctor prolog --task)
+
+    Prints nothing on a healthy node. See docs/slurm.md for the slurm.conf lines and
+    /etc/ddpdoctor.toml.
+    """
+    if task:
+        sys.exit(_task(config_path))
+    try:
+        code = _prolog(config_path, deadline, drain, strict, report_file, select, ignore, json_out, verbose)
+    except SystemExit:
+        raise
+    except BaseException as e:  # noqa: BLE001 - ddpdoctor's own failure must never drain a node
+        loud(f"ddpdoctor: internal error, not a node fault (node not failed{'' if strict else ', exit 0'}): "
+             f"{type(e).__name__}: {e}")
+        if report_file:
+            write_report(expand_path(report_file, os.environ.get("SLURMD_NODENAME", ""), os.environ.get("SLURM_JOB_ID", "")),
+                         {"schema": 1, "command": "prolog", "prolog": {
+                             "exit_code": EXIT_CRASH if strict else EXIT_HEALTHY,
+                             "crash": f"{type(e).__name__}: {e}"}})
+        code = EXIT_CRASH if strict else EXIT_HEALTHY
+    sys.exit(code)
+
+
+def _task(config_path: str | None) -> int:
+    """Print only `export`/`print` lines; whatever happens, exit 0 (a failing TaskProlog fails the task)."""
+    try:
+        from ddpdoctor.slurm.config import load
+        from ddpdoctor.slurm.taskprolog import task_lines
+        cfg = load(config_path)
+        lines = task_lines(os.environ, variables=cfg.task_variables, timeout=min(cfg.probe_timeout, 2.0))
+    except Exception as e:  # noqa: BLE001
+        try:
+            sys.stderr.write(f"ddpdoctor: task prolog: {type(e).__name__}: {e}\n")
+        except OSError:
+            pass
+        return 0
+    if lines:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
+    return 0
+
+
+def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[str], ignore: Sequence[str],
+            json_out: bool, verbose: bool) -> int:
+    from ddpdoctor.slurm.config import ConfigError, load
+    from ddpdoctor.validate import validate_seconds
+
+    try:
+        cfg = load(config_path)
+        if deadline is not None:
+            validate_seconds(deadline, "--deadline", minimum=0.5, maximum=600)
+    except (ConfigError, BadInput) as e:
+        loud(f"ddpdoctor: error: {e} (checks not run; node not failed{'' if strict else ', exit 0'})")
+        return EXIT_USAGE if strict else EXIT_HEALTHY
+    if os.environ.get(CRASH_HOOK) == "prolog":
+        raise RuntimeError(f"crash requested by {CRASH_HOOK}=prolog (a test hook)")
+    budget = (deadline or cfg.deadline) - _process_age()
+    drain = drain or cfg.drain
+    report_file = report_file or cfg.report_file
+    node = os.environ.get("SLURMD_NODENAME", "")
+    job = os.environ.get("SLURM_JOB_ID", "")
+
+    def on_deadline():
+        loud(f"ddpdoctor: the prolog overran its deadline of {deadline or cfg.deadline:g} s outside the checks; "
+             "not a node fault")
+
+    dog = _Watchdog(max(0.2, budget) + 0.5, EXIT_CRASH if strict else EXIT_HEALTHY, on_deadline)
+
+    from ddpdoctor import registry, runner
+    from ddpdoctor.model import Report
+    from ddpdoctor.slurm.facts import PrologFacts
+
+    ctx = PrologFacts(config=cfg)
+    checks = registry.select("prolog", select=(*cfg.select, *select), ignore=(*cfg.ignore, *ignore))
+    t0 = time.monotonic()
+    results = runner.run_checks(checks, ctx, deadline=max(0.1, budget - 0.1))
+    verdict, results = judge(results, cfg, strict=strict)
+    node = node or ctx.node_name
+    drain_error = ""
+    drained = False
+    if verdict.faults and drain:
+        drain_error = scontrol_drain(node, verdict.reason())
+        drained = not drain_error
+    extra = {"prolog": {
+        "node": node, "job_id": job, "job_nodes": ctx.nodes, "first_node": ctx.master, "config": cfg.path,
+        "exit_code": verdict.exit_code, "faults": verdict.fault_lines, "reason": verdict.reason(),
+        "warnings": verdict.warnings, "timeouts": verdict.timeouts, "crashes": verdict.crashes,
+        "drain_requested": bool(drain and verdict.faults), "drained": drained, "drain_error": drain_error,
+        "process_age_s": round(_process_age(), 3)}}
+    report = Report("prolog", ctx.hostname, tuple(results), time.monotonic() - t0, extra=extra)
+
+    out = sys.stderr if json_out else sys.stdout
+    for line in verdict.fault_lines:
+        out.write(line + "\n")
+    out.flush()
+    for w in verdict.warnings:
+        sys.stderr.write(f"ddpdoctor: warning: {w}\n")
+    for t in verdict.timeouts:
+        loud(f"ddpdoctor: {t}; not counted as a node fault (prolog.drain_on_timeout = false)")
+    for c in verdict.crashes:
+        loud(f"ddpdoctor: internal error in {c}; not a node fault")
+    if drain_error:
+        loud(f"ddpdoctor: could not set the drain reason: {drain_error} (Slurm drains the node with 'Prolog error')")
+    if verbose:
+        from ddpdoctor.render import text
+        text.write(report, sys.stderr, verbose=True)
+    if json_out:
+        from ddpdoctor.render import json as rj
+        sys.stdout.write(rj.render(report) + "\n")
+        sys.stdout.flush()
+    if report_file:
+        err = write_report(expand_path(report_file, node, job), report.to_dict())
+        if err:
+            loud(f"ddpdoctor: could not write the report: {err}")
+    dog.done.set()
+    return verdict.exit_code

@@ -1,0 +1,53 @@
+"""`ddpdoctor prolog --task` (Slurm TaskProlog=): the interface variables each task should get.
+
+slurmstepd runs the TaskProlog as the job's user, with the task's environment, before every task
+starts, and applies each `export NAME=value` line it prints to that task (and shows each `print
+...` line in the task's output). Slurm takes the value verbatim up to the end of the line: no shell
+quoting, so only plain interface names are ever printed.
+
+The route is the one the kernel picks from this node to the job's first node (the usual rendezvous
+host); on the first node itself, to the second one. The values are those of
+ddpdoctor.checks.nic.recommended_env, the fix `ddpdoctor network` prints, in each variable's own grammar.
+"""
+from __future__ import annotations
+
+import re
+import socket
+from typing import Mapping
+
+from ddpdoctor.slurm.config import TASK_VARIABLES
+
+_SAFE_VALUE = re.compile(r"^=?[A-Za-z0-9_.:@-]{1,64}$")  # interface names, NCCL's exact-match `=`
+
+
+def route_target(nodes: list[str], me: str) -> str | None:
+    """The node whose route decides the interface: the first node, or the second when we are the first."""
+    others = [n for n in nodes if n != me]
+    if not others:
+        return None  # a single-node job talks over loopback: nothing to pin
+    return nodes[0] if nodes[0] != me else others[0]
+
+
+def task_lines(env: Mapping[str, str], *, variables: tuple[str, ...] = TASK_VARIABLES,
+               hostname: str | None = None, timeout: float = 1.0) -> list[str]:
+    """The `export` / `print` lines for one task; [] when there is nothing to set."""
+    from ddpdoctor.checks.nic import recommended_env
+    from ddpdoctor.netfacts import NetworkFacts
+    from ddpdoctor.slurm.facts import RENDEZVOUS_PORT, job_nodes
+
+    wanted = [v for v in variables if v not in env]  # a value the user set (even empty) always wins
+    if not wanted:
+        return []
+    host = hostname or socket.gethostname()
+    me = env.get("SLURMD_NODENAME") or host
+    target = route_target(job_nodes(env), me)
+    if target is None:
+        return []
+    facts = NetworkFacts(target, RENDEZVOUS_PORT, env=dict(env), probe_timeout=timeout, hostname=host)
+    if not facts.master_addr:
+        return [f"print ddpdoctor: {target} does not resolve on {me} ({facts.master_res.error}); "
+                f"{', '.join(wanted)} left unset"]
+    if facts.route is None or not facts.route.ok:
+        return [f"print ddpdoctor: no route from {me} to {target} ({facts.master_addr}); {', '.join(wanted)} left unset"]
+    rec = recommended_env(facts)
+    return [f"export {k}={rec[k]}" for k in wanted if rec.get(k) and _SAFE_VALUE.match(rec[k])]
