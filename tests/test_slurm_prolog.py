@@ -1,0 +1,91 @@
+"""`ddpdoctor prolog` as Slurm's Prolog= in a real Slurm (tests/slurmlab.py): faults drain, crashes do not."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from slurmlab import DD, SlurmLab, SlurmUnavailable
+
+
+@pytest.fixture
+def make_slurm(make_lab):
+    made = []
+
+    def factory(computes=("node1", "node2"), **kw):
+        lab = make_lab(("head", *computes))
+        try:
+            s = SlurmLab(lab, **kw)
+        except SlurmUnavailable as e:
+            if os.environ.get("DDPDOCTOR_REQUIRE_LAB") == "1":
+                pytest.fail(f"DDPDOCTOR_REQUIRE_LAB=1 but Slurm is unavailable: {e}", pytrace=False)
+            pytest.skip(str(e))
+        made.append(s)
+        return lab, s
+
+    yield factory
+    for s in reversed(made):
+        s.close()
+
+
+def reports(slurm, job_id=None):
+    out = {}
+    for p in slurm.dir.glob("report-*.json"):
+        node, job = p.stem.split("-")[1:3]
+        if job_id is None or job == str(job_id):
+            out[node] = json.loads(p.read_text())
+    return out
+
+
+def prolog_argv(slurm, *extra):
+    return [*DD, "prolog", "--report-file", str(slurm.dir / "report-%n-%j.json"), *extra]
+
+
+def test_faulty_nodes_are_drained_with_a_ddpdoctor_reason_and_the_healthy_one_is_not(make_slurm):
+    lab, slurm = make_slurm(("node1", "node2", "node3"))
+    slurm.set_prolog(prolog_argv(slurm, "--drain"))
+    # node2: its own name resolves to an address that is not its own (a stale /etc/hosts line)
+    stray = lab.decoy_cidr(7).split("/")[0]
+    lab.set_hosts("node2", {**{n: lab.addr(n) for n in lab.names}, "node2": stray})
+    # node3: a container-sized /dev/shm in its mount namespace
+    lab.mount_tmpfs("node3", "/dev/shm", "64M")
+
+    r = slurm.srun("-N", "3", "hostname", timeout=60)
+    assert r.returncode != 0 and "prolog" in r.stderr.lower(), r.stderr
+
+    slurm.wait_idle(["node1"])  # the healthy node finishes the aborted job and stays in service
+    states = slurm.nodes()
+    assert states["node1"] == ("idle", "")
+    assert states["node2"][0].startswith("drain")
+    assert states["node2"][1].startswith(f"ddpdoctor: DD203 'node2' resolves to {stray}, none of which")
+    assert states["node3"][0].startswith("drain")
+    assert states["node3"][1] == "ddpdoctor: DD601 /dev/shm is 64 MiB, below the site minimum of 1 GiB"
+
+    rep = reports(slurm)
+    assert rep["node1"]["prolog"]["exit_code"] == 0 and rep["node1"]["prolog"]["faults"] == []
+    assert rep["node3"]["prolog"]["drained"] and rep["node3"]["prolog"]["exit_code"] == 1
+    assert rep["node1"]["prolog"]["first_node"] == "node1" and rep["node1"]["prolog"]["job_nodes"] == ["node1", "node2", "node3"]
+    assert all(r["prolog"]["process_age_s"] < 5 for r in rep.values())
+
+    # the node left in service runs jobs; the prolog passes there again
+    ok = slurm.srun("-N", "1", "-w", "node1", "hostname", timeout=60)
+    assert ok.returncode == 0 and ok.stdout.strip() == "node1", ok.stderr
+
+
+def test_a_ddpdoctor_crash_does_not_drain_unless_strict(make_slurm):
+    lab, slurm = make_slurm(("node1", "node2"))
+    # DDPDOCTOR_TEST_CRASH=prolog makes the prolog raise, standing in for a bug in ddpdoctor
+    slurm.set_prolog(prolog_argv(slurm), env={"DDPDOCTOR_TEST_CRASH": "prolog"})
+    r = slurm.srun("-N", "2", "hostname", timeout=60)
+    assert r.returncode == 0 and sorted(r.stdout.split()) == ["node1", "node2"], r.stderr
+    assert slurm.nodes() == {"node1": ("idle", ""), "node2": ("idle", "")}
+    rep = reports(slurm)
+    assert set(rep) == {"node1", "node2"}
+    assert all("crash requested by DDPDOCTOR_TEST_CRASH" in v["prolog"]["crash"] for v in rep.values())
+
+    # --strict: the admin asked for a crash to fail the node; Slurm drains it with its own reason
+    slurm.set_prolog(prolog_argv(slurm, "--strict"), env={"DDPDOCTOR_TEST_CRASH": "prolog"})
+    r = slurm.srun("-N", "1", "-w", "node2", "hostname", timeout=60)
+    assert r.returncode != 0
+    assert slurm.nodes()["node2"] == ("drained", "Prolog error")
