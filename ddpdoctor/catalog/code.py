@@ -19,14 +19,11 @@ MODES = (
                 "TORCH_DISTRIBUTED_DEBUG=DETAIL <rerun>",
                 code="model = DistributedDataParallel(model, device_ids=[local_rank], find_unused_parameters=True)"),
         signatures=(
-            Signature(r"Expected to have finished reduction in the prior iteration before starting a new one", 0.95,
+            Signature(r"Error: Expected to have finished reduction in the prior iteration before starting a new one",
+                      0.95,
                       example="RuntimeError: Expected to have finished reduction in the prior iteration before "
                               "starting a new one. This error indicates that your module has parameters that were not "
                               "used in producing loss."),
-            Signature(r"Parameters? (?:indices )?which did not receive grad for rank (?P<rank>\d+): (?P<names>.*)", 0.9,
-                      trigger="which did not receive grad for rank",
-                      example="Parameters which did not receive grad for rank 1: head.weight, head.bias",
-                      note="unused on rank {rank}: {names}"),
         ),
         confirm="TORCH_DISTRIBUTED_DEBUG=DETAIL <rerun one step>   # names the unused parameters",
         preflight="Not static: a one-step dry run on two ranks with TORCH_DISTRIBUTED_DEBUG=DETAIL shows it.",
@@ -45,10 +42,10 @@ MODES = (
                 "torchrun --nproc-per-node=1 train.py ...",
                 code="if dist.is_available() and dist.is_initialized():\n    dist.barrier()"),
         signatures=(
-            Signature(r"Default process group has not been initialized", 0.95,
+            Signature(r"Error: Default process group has not been initialized", 0.95,
                       example="RuntimeError: Default process group has not been initialized, please make sure to call "
                               "init_process_group."),
-            Signature(r"Default process group is not initialized", 0.95,
+            Signature(r"Error: Default process group is not initialized", 0.95,
                       example="AssertionError: Default process group is not initialized"),
         ),
         confirm="check that the failing process was started by torchrun (it sets RANK, WORLD_SIZE, MASTER_ADDR)",
@@ -93,7 +90,7 @@ MODES = (
                 "loop in DDP's join() context for uneven inputs.",
                 code="with model.join():\n    for batch in loader:\n        ..."),
         signatures=(
-            Signature(r"Detected at least one rank that exhausted inputs", 0.95,
+            Signature(r"Error: Detected at least one rank that exhausted inputs", 0.95,
                       example="RuntimeError: Detected at least one rank that exhausted inputs. Throwing across all "
                               "ranks."),
             Signature(S.NCCL_WATCHDOG, 0.2, SYMPTOM, example=S.NCCL_WATCHDOG_EX),
@@ -116,21 +113,15 @@ MODES = (
                 "#SBATCH --nodes=2 --ntasks-per-node=8 --gres=gpu:8   # Lightning / srun per GPU",
                 "#SBATCH --nodes=2 --ntasks-per-node=1 --gres=gpu:8   # torchrun"),
         signatures=(
-            Signature(r"You set `?devices=(?P<devices>\d+)`? in Lightning, but the number of tasks per node configured "
-                      r"in SLURM `?--ntasks-per-node=(?P<ntasks>\d+)`? does not match", 0.95,
-                      trigger="the number of tasks per node configured in slurm",
+            Signature(r"Error: You set `?devices=(?P<devices>\d+)`? in Lightning, but the number of tasks per node "
+                      r"configured in SLURM `?--ntasks-per-node=(?P<ntasks>\d+)`? does not match", 0.95,
                       example="ValueError: You set `devices=2` in Lightning, but the number of tasks per node "
                               "configured in SLURM `--ntasks-per-node=1` does not match. HINT: Set `devices=1`.",
                       note="devices={devices} but --ntasks-per-node={ntasks}"),
-            Signature(r"You set `?num_nodes=(?P<nodes>\d+)`? in Lightning, but the number of nodes configured in SLURM",
-                      0.95, trigger="the number of nodes configured in slurm",
+            Signature(r"Error: You set `?num_nodes=(?P<nodes>\d+)`? in Lightning, but the number of nodes configured in "
+                      r"SLURM", 0.95,
                       example="ValueError: You set `num_nodes=2` in Lightning, but the number of nodes configured in "
                               "SLURM `--nodes=1` does not match. HINT: Set `num_nodes=1`."),
-            Signature(r"You requested \d+ GPUs? but launched \d+ slurm tasks?", 0.9,
-                      example="You requested 2 GPUs but launched 1 slurm tasks."),
-            Signature(r"initializing (?:ddp|distributed): GLOBAL_RANK: (?P<rank>\d+), MEMBER: (?P<member>\d+)/"
-                      r"(?P<world>\d+)", 0.15, CLUE, trigger="member:",
-                      example="initializing ddp: GLOBAL_RANK: 3, MEMBER: 4/8"),
             Signature(r"srun: Warning: can't honor --ntasks-per-node set to \d+", 0.6,
                       example="srun: Warning: can't honor --ntasks-per-node set to 8 which doesn't match the requested "
                               "tasks 2 with the number of requested nodes 2. Ignoring --ntasks-per-node."),

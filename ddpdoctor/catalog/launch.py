@@ -25,7 +25,7 @@ MODES = (
             Signature(r"The server socket has failed to listen on any local network address", 0.85,
                       example="RuntimeError: The server socket has failed to listen on any local network address. "
                               "port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"),
-            Signature(r"(?i)address already in use", 0.6, SYMPTOM,
+            Signature(r"(?i)(?:error|fail)[^\n]*address already in use", 0.6, SYMPTOM, trigger=("error", "fail"),
                       example="RuntimeError: Address already in use"),
         ),
         checks=("DD105",),
@@ -49,7 +49,8 @@ MODES = (
                 "torchrun --nnodes=$NNODES --node-rank=$SLURM_NODEID --master-addr={master} --master-port={port} ..."),
         signatures=(
             Signature(S.CLIENTS_JOINED, 0.3, SYMPTOM, example=S.CLIENTS_JOINED_EX),
-            Signature(r"(?i)address already in use", 0.25, SYMPTOM, example="RuntimeError: Address already in use"),
+            Signature(r"(?i)(?:error|fail)[^\n]*address already in use", 0.25, SYMPTOM, trigger=("error", "fail"),
+                      example="RuntimeError: Address already in use"),
         ),
         confirm="compare the --node-rank each node was started with (they must be 0 .. nnodes-1, no repeats)",
         preflight="Needs the launch options of every node at once: no check covers it yet (proposed: DD7xx "
@@ -184,7 +185,7 @@ MODES = (
             Signature(S.RDZV_TIMEOUT, 0.5, SYMPTOM, example=S.RDZV_TIMEOUT_EX),
             Signature(S.CLIENTS_JOINED, 0.55, SYMPTOM, example=S.CLIENTS_JOINED_EX,
                       note="only {joined} of {expected} processes reached the store"),
-            Signature(r"wait timeout after \d+ms, keys: /default_pg/", 0.45, SYMPTOM,
+            Signature(r"Error: wait timeout after \d+ms, keys: /default_pg/", 0.45, SYMPTOM,
                       example="torch.distributed.DistStoreError: wait timeout after 10000ms, keys: "
                               "/default_pg/0//cpu//0/1",
                       note="init_process_group waited for a rank that never registered in the store"),
@@ -209,7 +210,8 @@ MODES = (
         fix=fix("Read the master's log (the node in --rdzv-endpoint / MASTER_ADDR): the first error there is the "
                 "cause. `ddpdoctor explain --log` on that log names it."),
         signatures=(
-            Signature(r"Connection was likely closed\. Did the remote server shutdown or crash\?", 0.55, SYMPTOM,
+            Signature(r"Failed to recv, got 0 bytes\. Connection was likely closed\. Did the remote server shutdown or "
+                      r"crash\?", 0.55, SYMPTOM,
                       example="torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely "
                               "closed. Did the remote server shutdown or crash?"),
             Signature(r"has failed to shutdown the rendezvous '(?P<run_id>[^']+)' due to an error of type "
@@ -222,6 +224,8 @@ MODES = (
                               "Broken pipe"),
         ),
         confirm="ddpdoctor explain --log <the master's log>",
+        preflight="Nothing to catch on this node: the cause is on the master. `ddpdoctor smoke` across the nodes "
+                  "(DD501) names the rank that fails first.",
         related=("RDZV_ENDPOINT_UNREACHABLE",),
     ),
     FailureMode(
@@ -238,16 +242,12 @@ MODES = (
                 "rm -f <path of the file:// init_method>"),
         signatures=(
             Signature(r"Timed out initializing process group in store based barrier on rank:? ?(?P<rank>\d+), for key: "
-                      r"\S+ \(world_size=(?P<world>\d+), worker_count=(?P<count>\d+)", 0.9,
+                      r"\S+ \(world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<count>\d+)", 0.9,
                       example="RuntimeError: Timed out initializing process group in store based barrier on rank: 2, "
                               "for key: store_based_barrier_key:1 (world_size=2, worker_count=4, timeout=0:30:00)",
                       note="{count} processes registered for a world of {world}"),
-            Signature(r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+), key: \S+ "
-                      r"\(world_size=(?P<world>\d+), worker_count=(?P<count>\d+)", 0.4, CLUE,
-                      example="Waiting in store based barrier to initialize process group for rank: 0, key: "
-                              "store_based_barrier_key:1 (world_size=4, worker_count=8, timeout=0:30:00)",
-                      note="{count} processes registered for a world of {world}"),
-            Signature(r"File already exists: \S*", 0.3, SYMPTOM, example="RuntimeError: File already exists: output.tmp/dist_init"),
+            Signature(r"Error: File already exists: \S*", 0.3, SYMPTOM,
+                      example="RuntimeError: File already exists: output.tmp/dist_init"),
         ),
         checks=("DD105",),
         confirm="ps -ef | grep -c '[t]rain'   # on each node: processes per node must equal nproc-per-node",
@@ -297,13 +297,10 @@ MODES = (
                      "default=int(os.environ.get('LOCAL_RANK', 0)))"),
         signatures=(
             Signature(r"error: unrecognized arguments: .*--local[-_]rank(?:=\d+)?", 0.95,
-                      trigger="unrecognized arguments",
                       example="main.py: error: unrecognized arguments: --local-rank=0"),
             Signature(S.TORCHRUN_EXIT.replace(r"(?P<code>-?\d+)", "2"), 0.25, SYMPTOM,
                       example="ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 2) local_rank: 0 "
                               "(pid: 4211) of binary: /usr/bin/python3"),
-            Signature(r"If your script expects `--local-rank` argument to be set", 0.15, CLUE,
-                      example="If your script expects `--local-rank` argument to be set, please"),
         ),
         confirm="grep -n 'local.rank' <your script>",
         preflight="A look at the script's argparse (proposed: DD5xx lint).",
@@ -326,9 +323,9 @@ MODES = (
                       example="/bin/sh: 1: torchrun: not found"),
             Signature(r"command not found: (?:torchrun|accelerate|deepspeed|python3?)\b", 0.9,
                       example="zsh: command not found: torchrun"),
-            Signature(r"execve\(\): (?:torchrun|accelerate|deepspeed|python3?): No such file or directory", 0.9,
+            Signature(r"error: execve\(\): (?:torchrun|accelerate|deepspeed|python3?): No such file or directory", 0.9,
                       example="slurmstepd: error: execve(): torchrun: No such file or directory"),
-            Signature(r"No module named '?torch'?$", 0.6,
+            Signature(r"Error: No module named '?torch'?$", 0.6,
                       example="ModuleNotFoundError: No module named 'torch'"),
         ),
         confirm="srun bash -c 'command -v torchrun'   (or ssh <node> 'command -v torchrun')",
@@ -353,12 +350,9 @@ MODES = (
             Signature(r"exitcode\s+: -9\b", 0.8, example="  exitcode  : -9 (pid: 6914)"),
             Signature(r"Signal 9 \(SIGKILL\) received by PID", 0.8,
                       example="  traceback : Signal 9 (SIGKILL) received by PID 10398"),
-            Signature(r"(?i)out of memory: kill(?:ed)? process", 0.95, trigger="out of memory: kill",
-                      example="[12345.678] Out of memory: Killed process 10398 (python) total-vm:123456kB"),
-            Signature(r"Detected \d+ oom[-_]kill events?", 0.95,
+            Signature(r"error: Detected \d+ oom[-_]kill events?", 0.95,
                       example="slurmstepd: error: Detected 1 oom_kill event in StepId=42.0. Some of the step tasks "
                               "have been OOM Killed."),
-            Signature(r"\bOOMKilled\b", 0.9, example="Last State: Terminated  Reason: OOMKilled"),
         ),
         confirm="dmesg -T | grep -i -E 'out of memory|oom-kill'",
         preflight="Proposed DD6xx 'host memory vs nproc-per-node x expected RSS and the cgroup limit'.",
@@ -374,7 +368,7 @@ MODES = (
         fix=fix("Use the Gloo backend on Windows/macOS (or run on Linux / WSL2).",
                 code="dist.init_process_group('nccl' if dist.is_nccl_available() else 'gloo')"),
         signatures=(
-            Signature(r"Distributed package doesn't have NCCL built in", 0.95,
+            Signature(r"Error: Distributed package doesn't have NCCL built in", 0.95,
                       example="RuntimeError: Distributed package doesn't have NCCL built in"),
         ),
         checks=("DD507",),
@@ -393,7 +387,7 @@ MODES = (
         fix=fix("Set USE_LIBUV=0 before launching (or pass use_libuv=False / `?use_libuv=0` in the init URL), or run "
                 "under WSL2.", "set USE_LIBUV=0", env={"USE_LIBUV": "0"}),
         signatures=(
-            Signature(r"use_libuv was requested but PyTorch was buil[dt] without libuv support", 0.95,
+            Signature(r"Error: use_libuv was requested but PyTorch was buil[dt] without libuv support", 0.95,
                       example="RuntimeError: use_libuv was requested but PyTorch was build without libuv support"),
         ),
         confirm="echo %USE_LIBUV%   (must print 0 on Windows with torch >= 2.4)",

@@ -35,6 +35,15 @@ CATEGORIES = ("port", "launcher", "rendezvous", "dns", "network", "nic", "gloo",
 
 MIN_TRIGGER = 4
 
+# Words the log scanner searches for with bytes.find, one pass each over the lowercased log (see
+# ddpdoctor/logscan/matcher.py): every signature's trigger must contain one of them, so a line no
+# gate occurs in is never looked at again. Few passes keep 200 MB logs at seconds; words frequent
+# in healthy logs ('nccl', 'rank', 'warning', 'cuda') would make every line a candidate.
+GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", "invalid", "denied", "mismatch",
+         "exitcode", "signal", "rendezvous", "rdzv", "route", "family", " : using ", "remote=[", "completion",
+         "run_id", "group_rank", "nccl version", "      : ", "srcvalid+", "geforce", "duplicate gpu",
+         "set_device", "srun")
+
 
 @dataclass(frozen=True)
 class Signature:
@@ -44,9 +53,10 @@ class Signature:
     no line ending). `weight` (0-1) is the confidence one match gives on its own; matches of
     several signatures of one failure mode combine. `example` is a real or template line the
     pattern must match (a test enforces it). `note` is a sentence shown with the evidence; it
-    may use the pattern's named groups (`{addr}`). `trigger` is a lowercase literal every
-    matching line contains; the scanner looks for it before running the regex. When empty it is
-    derived from the pattern (its longest literal run).
+    may use the pattern's named groups (`{addr}`). `trigger` is a lowercase literal (or a tuple
+    of literals, one of which) every matching line contains; the scanner looks for it before
+    running the regex, and it must contain one of GATES. When empty it is derived from the
+    pattern: its longest top-level literal run that contains a gate word.
     """
 
     pattern: str
@@ -54,7 +64,7 @@ class Signature:
     role: str = CAUSE
     example: str = ""
     note: str = ""
-    trigger: str = ""
+    trigger: str | tuple[str, ...] = ""
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -63,6 +73,10 @@ class Signature:
             raise ValueError(f"signature weight {self.weight} out of (0, 1]")
         if not self.trigger:
             object.__setattr__(self, "trigger", required_literal(self.pattern))
+
+    @property
+    def triggers(self) -> tuple[str, ...]:
+        return (self.trigger,) if isinstance(self.trigger, str) else tuple(self.trigger)
 
     @property
     def regex(self) -> re.Pattern:
@@ -79,27 +93,31 @@ def _compiled(pattern: str) -> re.Pattern:
     return rx
 
 
-def required_literal(pattern: str) -> str:
-    """The longest run of literal characters at the top level of `pattern`, lowercased: every
-    line the pattern matches contains it (case-insensitively), so it can gate the regex.
-
-    Returns "" when the pattern has no literal run (top-level alternation, all classes);
-    such a signature must name its trigger.
-    """
+def literal_runs(pattern: str) -> list[str]:
+    """The runs of literal characters at the top level of `pattern`, lowercased: every line the
+    pattern matches contains each of them (case-insensitively)."""
     try:
         parsed = _sre_parse.parse(pattern)
     except re.error as e:
         raise ValueError(f"bad pattern {pattern!r}: {e}") from None
-    best, run = "", []
+    runs, run = [], []
     for op, arg in list(parsed) + [(None, None)]:
         if op == _LITERAL:
             run.append(chr(arg))
             continue
-        text = "".join(run)
-        if len(text.strip()) > len(best.strip()):
-            best = text
+        if run:
+            runs.append("".join(run).lower())
         run = []
-    return best.lower()
+    return runs
+
+
+def required_literal(pattern: str, gates: tuple[str, ...] = GATES) -> str:
+    """The trigger of `pattern`: its longest literal run that contains a gate word, else its
+    longest literal run; "" when it has none (top-level alternation): name the trigger then."""
+    runs = literal_runs(pattern)
+    gated = [r for r in runs if any(g in r for g in gates)]
+    pool = gated or runs
+    return max(pool, key=lambda r: len(r.strip()), default="")
 
 
 @dataclass(frozen=True)
@@ -153,5 +171,5 @@ def fix(summary: str, *commands: str, env: dict[str, str] | None = None, code: s
     return Fix(summary, tuple(commands), dict(env or {}), code)
 
 
-__all__ = ["Signature", "FailureMode", "Confirm", "fix", "required_literal", "CAUSE", "SYMPTOM", "CLUE",
+__all__ = ["Signature", "FailureMode", "Confirm", "fix", "required_literal", "literal_runs", "GATES", "CAUSE", "SYMPTOM", "CLUE",
            "ROOT", "CONSEQUENCE", "CATEGORIES", "FAILURE_ID_RE", "MIN_TRIGGER"]

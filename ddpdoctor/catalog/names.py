@@ -57,7 +57,7 @@ MODES = (
                 "addresses for MASTER_ADDR / --rdzv-endpoint and `--local-addr`.",
                 "getent hosts {master} $(hostname) $(hostname -f)"),
         signatures=(
-            Signature(_GAI.format(host=r"[^\s\[(),][^,()]*"), 0.75, trigger="network addresses of",
+            Signature(_GAI.format(host=r"[^\s\[(),][^,()]*"), 0.75,
                       example="[W1121 05:25:02.834095400 socket.cpp:764] [c10d] The IPv6 network addresses of (node1, "
                               "29400) cannot be retrieved (gai error: -2 - Name or service not known).",
                       note="{host} does not resolve on this node"),
@@ -71,10 +71,6 @@ MODES = (
             Signature(r"remote=\[(?:::ffff:)?127\.0\.0\.1\]", 0.4, SYMPTOM, trigger="remote=[",
                       example="timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:20897",
                       note="a peer advertised 127.0.0.1, Gloo's fallback when a hostname does not resolve"),
-            Signature(r", in _matches_machine_hostname$", 0.3, CLUE,
-                      example='  File "/usr/lib/python3/site-packages/torch/distributed/elastic/rendezvous/utils.py", '
-                              'line 149, in _matches_machine_hostname',
-                      note="the lookup that failed is this node's own hostname"),
         ),
         checks=("DD201", "DD204", "DD205", "DD207"),
         confirm="ddpdoctor network --master {master}",
@@ -95,11 +91,10 @@ MODES = (
                 "the port in MASTER_PORT.", "echo \"[$MASTER_ADDR]\"   # shows stray spaces"),
         signatures=(
             Signature(_GAI.format(host=r"\s+[^,()]*|\[[^,()]*|[^,()]*://[^,()]*|[^,()\s]*\s+"), 0.9,
-                      trigger="network addresses of",
                       example="[W socket.cpp:697] [c10d] The IPv6 network addresses of ( 10.0.5.4, 8004) cannot be "
                               "retrieved (gai error: -2 - Name or service not known).",
                       note="the host part '{host}' has brackets, spaces or a scheme"),
-            Signature(_GAI.format(host=r"[^,()\s:]+:\d+"), 0.85, trigger="network addresses of",
+            Signature(_GAI.format(host=r"[^,()\s:]+:\d+"), 0.85,
                       example="[W socket.cpp:697] [c10d] The IPv6 network addresses of (node1:29500, 29500) cannot be "
                               "retrieved (gai error: -2 - Name or service not known).",
                       note="the host part '{host}' carries a port"),
@@ -123,12 +118,12 @@ MODES = (
                 "restart pods, or upgrade torch (newer TCPStore retries the lookup).",
                 "until getent hosts {master}; do sleep 2; done"),
         signatures=(
-            Signature(r"(?:addresses of \(|not found|connect to \[?\(?)[^\n]*?(?P<host>[\w.-]+\.svc(?:\.cluster\.local)?)\b",
-                      0.8, trigger=".svc",
-                      example="ValueError: host not found: trainer-0.trainer.default.svc.cluster.local",
+            Signature(_GAI.format(host=r"[\w.-]+\.svc(?:\.cluster\.local)?"), 0.9,
+                      example="[W socket.cpp:663] [c10d] The IPv6 network addresses of "
+                              "(trainer-0.trainer.default.svc.cluster.local, 29500) cannot be retrieved (gai error: -2 - "
+                              "Name or service not known).",
                       note="{host} is a Kubernetes service name"),
-            Signature(r"(?:addresses of \(|not found|connect to \[?\(?)[^\n]*?(?P<host>[\w.-]+-master-\d+)\b", 0.8,
-                      trigger="-master-",
+            Signature(_GAI.format(host=r"[\w.-]+-master-\d+"), 0.9,
                       example="[W socket.cpp:663] [c10d] The IPv6 network addresses of (pytorchjob-master-0, 23456) "
                               "cannot be retrieved (gai error: -2 - Name or service not known).",
                       note="{host} looks like the master pod's service name of a PyTorchJob"),
@@ -159,8 +154,6 @@ MODES = (
                       example="[W socket.cpp:697] [c10d] The client socket has failed to connect to "
                               "[kubernetes.docker.internal]:29500 (system error: 10049 - The requested address is not "
                               "valid in its context.)."),
-            Signature(r"The requested address is not valid in its context", 0.8,
-                      example="The requested address is not valid in its context."),
         ),
         checks=("DD206", "DD204"),
         confirm="ddpdoctor network --master {master}",

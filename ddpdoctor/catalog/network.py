@@ -99,7 +99,7 @@ MODES = (
         fix=fix("Configure the same MTU on every node and switch port (RoCE: port MTU 4200 gives active MTU 4096).",
                 "ip -o link | awk '{print $2, $4, $5}'", "ping -M do -s $((MTU - 28)) <peer>"),
         signatures=(
-            Signature(r"IBV_WC_LOC_LEN_ERR", 0.7,
+            Signature(r"Got completion [^\n]*IBV_WC_LOC_LEN_ERR", 0.7,
                       example="NCCL WARN NET/IB : Got completion from peer 10.0.0.2<51220> with status=IBV_WC_LOC_LEN_ERR"),
             Signature(r"local length error", 0.6, example="NET/IB : Got completion with error 1 (local length error)"),
         ),
@@ -133,7 +133,7 @@ MODES = (
                       example="NCCL INFO Bootstrap : Using [0]veth25f2e72:fe80::380d:bfff:fe5b:54d2%veth25f2e72<0>",
                       note="NCCL uses a link-local IPv6 address on {nic}"),
             Signature(r"NCCL INFO Call to connect returned Connection (?:timed out|refused), retrying", 0.4, SYMPTOM,
-                      trigger="call to connect returned",
+                      trigger=("timed out", "refused"),
                       example="node2:88:88 [0] NCCL INFO Call to connect returned Connection timed out, retrying"),
             Signature(S.NCCL_SYSTEM_ERROR, 0.15, SYMPTOM, example=S.NCCL_SYSTEM_ERROR_EX,
                       trigger=S.NCCL_SYSTEM_ERROR_TRIGGER),
@@ -159,9 +159,6 @@ MODES = (
             Signature(r"Bootstrap : no socket interface found", 0.9,
                       example="node1:99:99 [0] NCCL INFO Bootstrap : no socket interface found"),
             Signature(r"NET/Socket : no interface found", 0.8, example="NCCL WARN NET/Socket : no interface found"),
-            Signature(r"NCCL_SOCKET_IFNAME set by environment to (?P<value>\S+)", 0.2, CLUE,
-                      example="node1:99:99 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
-                      note="NCCL_SOCKET_IFNAME={value}"),
             Signature(S.NCCL_BAD_FAMILY, 0.45, SYMPTOM, example=S.NCCL_BAD_FAMILY_EX),
         ),
         checks=("DD301", "DD505"),
@@ -214,7 +211,10 @@ MODES = (
                       example="RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed "
                               "out waiting 1800000ms for recv operation to complete"),
         ),
+        checks=("DD501",),
         confirm="py-spy dump --pid <each rank's pid>   # while it hangs",
+        preflight="DD501 (smoke) names ranks that hang in a collective; the script's own collectives are only "
+                  "visible in its logs.",
         related=("UNEVEN_INPUTS_HANG", "COLLECTIVE_MISMATCH_ACROSS_RANKS", "GLOO_PEER_EXITED"),
     ),
     FailureMode(
@@ -229,13 +229,15 @@ MODES = (
         fix=fix("Read the log of the peer named in the message (or of every rank): its first error is the cause. "
                 "A peer that finished normally ran fewer steps (see UNEVEN_INPUTS_HANG)."),
         signatures=(
-            Signature(r"gloo/transport/tcp/[\w.]+:\d+\] (?:Connection closed by peer|Connection reset by peer|"
-                      r"Read error) \[(?P<peer>[^\]]+)\]", 0.55, SYMPTOM, trigger="gloo/transport/tcp/",
+            Signature(r"Error: \[[^\]]*gloo/transport/tcp/[\w.]+:\d+\] Connection (?:closed|reset) by peer "
+                      r"\[(?P<peer>[^\]]+)\]", 0.55, SYMPTOM,
                       example="RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by "
                               "peer [10.0.0.2]:61535",
                       note="the peer at {peer} went away"),
         ),
+        checks=("DD501",),
         confirm="ddpdoctor explain --log <the peer's log>",
+        preflight="DD501 (smoke) names a rank that dies; a peer that finishes early is a property of the script.",
         related=("UNEVEN_INPUTS_HANG", "GLOO_COLLECTIVE_TIMEOUT"),
     ),
 )

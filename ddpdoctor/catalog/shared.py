@@ -28,7 +28,7 @@ NCCL_SYSTEM_ERROR = r"(?i)unhandled system error|ncclSystemError"
 NCCL_SYSTEM_ERROR_EX = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
                         "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), "
                         "NCCL version 2.20.5")
-NCCL_SYSTEM_ERROR_TRIGGER = "system"  # 'unhandled system error' and 'ncclSystemError' share it
+NCCL_SYSTEM_ERROR_TRIGGER = "error"  # 'unhandled system error' and 'ncclSystemError' both contain it
 
 # NCCL's bootstrap address came out garbled: wrong interface name or different NCCL builds.
 NCCL_BAD_FAMILY = r"with family (?P<family>\d+) is neither AF_INET\(2\) nor AF_INET6\(10\)"

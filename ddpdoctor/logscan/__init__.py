@@ -21,7 +21,7 @@ from ddpdoctor.logscan.ranker import Collector, Diagnosis, Evidence, diagnose
 _MATCHER: Matcher | None = None
 
 
-def matcher() -> Matcher:
+def default_matcher() -> Matcher:
     global _MATCHER
     if _MATCHER is None:
         _MATCHER = Matcher(catalog.failures())
@@ -42,7 +42,7 @@ class Explanation:
 
 def explain_stream(stream: BinaryIO, source: str = "-") -> Explanation:
     t0 = time.monotonic()
-    m = matcher()
+    m = default_matcher()
     col = Collector()
     stats = ScanStats()
     for lm in m.scan(stream, stats):
@@ -105,4 +105,4 @@ def _confirm_values(col: Collector, diagnoses: list[Diagnosis]) -> Confirm:
     return Confirm(master or "<master>", port or "<port>")
 
 
-__all__ = ["explain_stream", "Explanation", "Diagnosis", "Evidence", "matcher"]
+__all__ = ["explain_stream", "Explanation", "Diagnosis", "Evidence", "default_matcher"]

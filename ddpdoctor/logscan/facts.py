@@ -1,7 +1,8 @@
-"""Log lines that are not failures but tell the ranker about the job: its rendezvous, master, run ids,
-NCCL versions, torchrun's failure summary, the first exception.
+"""Log lines that are not failures but tell the ranker about the job: its rendezvous, run ids, node
+ranks, NCCL versions, torchrun's failure summary, the first exception.
 
-Same shape as catalog signatures (pattern + trigger), keyed by a fact name instead of a failure id.
+Same shape as catalog signatures (pattern + trigger, the trigger containing a gate word of
+ddpdoctor.catalog.model.GATES), keyed by a fact name instead of a failure id.
 """
 from __future__ import annotations
 
@@ -14,48 +15,42 @@ from ddpdoctor.catalog.model import required_literal
 class Fact:
     name: str
     pattern: str
-    trigger: str = ""
+    trigger: str | tuple[str, ...] = ""
     example: str = ""
 
     def __post_init__(self):
         if not self.trigger:
             object.__setattr__(self, "trigger", required_literal(self.pattern))
 
+    @property
+    def triggers(self) -> tuple[str, ...]:
+        return (self.trigger,) if isinstance(self.trigger, str) else tuple(self.trigger)
+
 
 FACTS = (
     # torchrun's launch configuration (LOGLEVEL=INFO) and its --standalone banner.
     Fact("rdzv_endpoint", r"rdzv_endpoint\s*: (?P<host>[^\s:]+):(?P<port>\d+)", example="  rdzv_endpoint    : node1:29400"),
-    Fact("rdzv_endpoint", r"--rdzv[-_]endpoint[= ](?P<host>[^\s:]+):(?P<port>\d+)", trigger="endpoint",
+    Fact("rdzv_endpoint", r"--rdzv[-_]endpoint[= ](?P<host>[^\s:]+):(?P<port>\d+)", trigger="rdzv",
          example="--rdzv-backend=c10d --rdzv-endpoint=node1:29400 --rdzv-id=42"),
-    Fact("nnodes", r"min_nodes\s*: (?P<n>\d+)", example="  min_nodes        : 2"),
-    Fact("nnodes", r"--nnodes[= ](?:\d+:)?(?P<n>\d+)", example="torchrun --nnodes=2 --nproc-per-node=8 train.py"),
-    Fact("run_id", r"\brun_id\s*: (?P<id>\S+)", example="  run_id           : 9f2b4d7c"),
+    Fact("run_id", r"\brun_id\s*: (?P<id>\S+)", trigger="run_id", example="  run_id           : 9f2b4d7c"),
     Fact("run_id", r"generated a random run_id: (?P<id>\S+)", example="generated a random run_id: 1b2c"),
-    Fact("run_id", r"rendezvous '(?P<id>[^']+)'", trigger="rendezvous '",
+    Fact("run_id", r"failed to [^']*the rendezvous '(?P<id>[^']+)'",
          example="The node 'node2_9220_0' has failed to shutdown the rendezvous 'job-42' due to an error"),
     Fact("store_hosted", r"hosts the TCP store for the C10d rendezvous backend",
          example="Process 1234 hosts the TCP store for the C10d rendezvous backend."),
-    # The master as the job knows it.
-    Fact("master", r"\bMASTER_ADDR=(?P<host>[\w.-]+)", example="MASTER_ADDR=node1 MASTER_PORT=29500"),
-    Fact("master_port", r"\bMASTER_PORT=(?P<port>\d+)", example="MASTER_ADDR=node1 MASTER_PORT=29500"),
-    Fact("master", r"\bmaster_addr=(?P<host>[\w.-]+)", example="  master_addr=node1"),
-    Fact("master_port", r"\bmaster_port=(?P<port>\d+)", example="  master_port=29500"),
-    Fact("master", r"--master[-_]addr[= ](?P<host>[\w.-]+)", trigger="master",
-         example="torchrun --master-addr=node1 --master-port=29500 train.py"),
+    # Static rendezvous (LOGLEVEL=INFO): every agent prints its node rank once the rendezvous completes.
     Fact("group_rank", r"\bgroup_rank=(?P<rank>\d+)", example="  group_rank=0"),
     # NCCL announces its version at init (NCCL_DEBUG=INFO) and in every error message.
     Fact("nccl_version", r"NCCL version (?P<v>\d+\.\d+\.\d+)", example="node1:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1"),
     # torchrun's summary of a failed job (torch/distributed/elastic/multiprocessing/errors).
     Fact("root_cause", r"Root Cause \(first observed failure\)", example="Root Cause (first observed failure):"),
-    Fact("summary_host", r"^\s*host\s{2,}: (?P<host>\S+)", trigger="host  ", example="  host      : node1"),
-    Fact("summary_rank", r"^\s*rank\s{2,}: (?P<rank>\d+) \(local_rank: (?P<local_rank>\d+)\)", trigger="rank  ",
+    Fact("summary_host", r"^\s*host\s{2,}: (?P<host>\S+)", trigger="      : ", example="  host      : node1"),
+    Fact("summary_rank", r"^\s*rank\s{2,}: (?P<rank>\d+) \(local_rank: (?P<local_rank>\d+)\)", trigger="      : ",
          example="  rank      : 0 (local_rank: 0)"),
-    Fact("summary_exit", r"^\s*exitcode\s{2,}: (?P<code>-?\d+)", trigger="exitcode  ", example="  exitcode  : 1 (pid: 9240)"),
+    Fact("summary_exit", r"^\s*exitcode\s{2,}: (?P<code>-?\d+)", example="  exitcode  : 1 (pid: 9240)"),
     Fact("torchrun_failed", r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+)",
          example="E1121 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 9240) of binary: /usr/bin/python"),
     # The last line of a Python traceback: `SomeError: message` (with or without a module path).
-    Fact("exception", r"^(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error)(?::|$)",
-         trigger="error", example="RuntimeError: something went wrong"),
-    Fact("exception", r"^(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Exception)(?::|$)",
-         trigger="exception", example="torch.distributed.DistException: oops"),
+    Fact("exception", r"^(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error)(?::|$)", trigger="error",
+         example="RuntimeError: something went wrong"),
 )

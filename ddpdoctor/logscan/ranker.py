@@ -12,17 +12,16 @@ independent evidence (1 - prod(1 - w)), plus what the cross-line rules below add
 Cross-line rules (each cites why):
 * different run ids across nodes -> RDZV_ID_MISMATCH (torchrun generates a random run_id when
   --rdzv-id is empty; launcher/api.py);
-* a localhost rendezvous endpoint with more than one node -> STANDALONE_WITH_MULTINODE
-  (run.py: --standalone sets the endpoint to localhost:0);
+* a localhost rendezvous endpoint and a rendezvous timeout -> STANDALONE_WITH_MULTINODE
+  (run.py: --standalone sets the endpoint to localhost:0; one node alone cannot time out);
 * the store connect failing on two or more hosts, or on the endpoint host itself, with nobody
   logging that it hosts the store -> RDZV_HOST_NOT_SELF_RECOGNIZED (c10d_rendezvous_backend.py
   `_matches_machine_hostname`);
 * watchdog timeouts at different SeqNum / OpType on different ranks -> UNEVEN_INPUTS_HANG /
   COLLECTIVE_MISMATCH_ACROSS_RANKS (shared/failure-catalog.md §3);
 * several NCCL versions in one job -> NCCL_VERSION_MISMATCH_ACROSS_NODES;
-* NCCL_SOCKET_IFNAME set and a garbled bootstrap address family -> NCCL_SOCKET_IFNAME_NOT_FOUND;
 * the same group_rank reported by two hosts -> NODE_RANK_DUPLICATED;
-* a hang after P2P channels were set up -> NCCL_P2P_ACS_IOMMU_HANG / CONSUMER_GPU_P2P_BROKEN.
+* a collective that hung on GeForce GPUs -> CONSUMER_GPU_P2P_BROKEN (then NCCL_P2P_ACS_IOMMU_HANG).
 """
 from __future__ import annotations
 
@@ -37,6 +36,7 @@ KEEP_EVIDENCE = 3    # first lines kept per signature (plus the last one)
 KEEP_VALUES = 64     # distinct captured values kept per signature / fact
 MIN_CONFIDENCE = 0.2
 MAX_CONFIDENCE = 0.97
+CLUE_ONLY_MAX = 0.3
 LOCALHOST = {"localhost", "127.0.0.1", "::1"}
 
 
@@ -237,10 +237,18 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     evidence: dict[str, list[Evidence]] = {}
     roles: dict[str, set[str]] = {}
     explained, explained_notes = _explained(col)
-    for (fid, idx), st in col.sigs.items():
+    covered: dict[str, set[int]] = {}
+    # Strongest signatures first: a weaker one only adds confidence when it matched a line of its own
+    # (two patterns matching the same line are one piece of evidence, not two).
+    for (fid, idx), st in sorted(col.sigs.items(), key=lambda kv: -kv[1].signature.weight):
         if (fid, idx) in explained:
             continue
-        weights.setdefault(fid, []).append(st.signature.weight)
+        lines = {e.line for e in st.first} | ({st.last.line} if st.last else set())
+        seen = covered.setdefault(fid, set())
+        independent = bool(lines - seen)
+        seen |= lines
+        if independent:
+            weights.setdefault(fid, []).append(st.signature.weight)
         roles.setdefault(fid, set()).add(st.signature.role)
         evs = evidence.setdefault(fid, [])
         evs.extend(st.first)
@@ -267,9 +275,11 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
         clue_only = roles.get(fid, set()) <= {CLUE}
         if clue_only and not col.failed:
             continue  # an INFO line in a log that shows no failure is not a diagnosis
-        d = Diagnosis(fm, _combine(ws), evs, notes.get(fid, []), clue_only=clue_only)
-        out.append(d)
-    roots = [d for d in out if d.failure.kind != CONSEQUENCE and d.confidence >= 0.5]
+        conf = _combine(ws)
+        if clue_only:  # INFO lines alone only make a failure possible, never likely
+            conf = min(conf, CLUE_ONLY_MAX)
+        out.append(Diagnosis(fm, conf, evs, notes.get(fid, []), clue_only=clue_only))
+    roots = [d for d in out if d.failure.kind != CONSEQUENCE and d.confidence >= 0.5 and not d.clue_only]
     if roots:
         top = max(roots, key=lambda d: (d.confidence, -d.first_line))
         for d in out:
@@ -289,14 +299,14 @@ def _rules(col: Collector, add) -> None:
         evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts.get("run_id", [])][:4]
         add("RDZV_ID_MISMATCH", 0.85, f"the log shows {len(run_ids)} different run ids: {', '.join(run_ids[:4])}", evs)
 
-    # A localhost endpoint in a multi-node job.
-    nnodes = [int(n) for n in col.fact_values("nnodes", "n") if n.isdigit()]
+    # A localhost endpoint and a rendezvous timeout: every node waited in a private rendezvous.
     local_eps = [v for v in col.facts.get("rdzv_endpoint", []) if v.value.get("host") in LOCALHOST]
-    if local_eps and nnodes and max(nnodes) > 1:
+    timeouts = col.sig_evidence(["RDZV_NODES_MISSING"], "RendezvousTimeoutError")
+    if local_eps and timeouts:
         v = local_eps[0]
         add("STANDALONE_WITH_MULTINODE", 0.8,
-            f"the rendezvous endpoint is {v.value.get('host')} while the job has {max(nnodes)} nodes",
-            [Evidence(v.line, v.text, v.host, v.rank)])
+            f"the rendezvous endpoint is {v.value.get('host')} (--standalone), and the rendezvous timed out waiting "
+            "for other nodes", [Evidence(v.line, v.text, v.host, v.rank)] + timeouts[:1])
 
     # Nobody hosts the store: connect failures to the endpoint from several hosts, or from the endpoint itself.
     store_fails = col.sig_values("RDZV_HOST_NOT_SELF_RECOGNIZED")
@@ -335,11 +345,6 @@ def _rules(col: Collector, add) -> None:
         evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts.get("nccl_version", [])][:4]
         add("NCCL_VERSION_MISMATCH_ACROSS_NODES", 0.85, f"NCCL versions {', '.join(versions)} in one job", evs)
 
-    # NCCL_SOCKET_IFNAME set, then a garbled address family.
-    if col.sig_values("NCCL_SOCKET_IFNAME_NOT_FOUND", "set by environment") and \
-            col.sig_evidence(["NCCL_SOCKET_IFNAME_NOT_FOUND"], "AF_INET6"):
-        add("NCCL_SOCKET_IFNAME_NOT_FOUND", 0.5, "NCCL_SOCKET_IFNAME is set and the bootstrap had no valid address")
-
     # Two hosts with the same node rank (static rendezvous prints group_rank per agent).
     by_rank: dict[str, set[str]] = {}
     for v in col.facts.get("group_rank", []):
@@ -351,9 +356,10 @@ def _rules(col: Collector, add) -> None:
         evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts["group_rank"] if v.value.get("rank") == r]
         add("NODE_RANK_DUPLICATED", 0.85, f"hosts {', '.join(sorted(hs))} all have node rank {r}", evs[:4])
 
-    # A hang after P2P channels: the P2P path is suspect when nothing else explains the timeout.
-    p2p = col.sig_evidence(["NCCL_P2P_ACS_IOMMU_HANG"], "P2P")
+    # A hang on consumer GPUs: their P2P path is suspect when nothing else explains the timeout.
+    geforce = col.sig_evidence(["CONSUMER_GPU_P2P_BROKEN"], "GeForce")
     hang = col.sig_evidence(["NCCL_COLLECTIVE_TIMEOUT"])
-    if p2p and hang:
-        add("NCCL_P2P_ACS_IOMMU_HANG", 0.3, "the collective hung on a node whose GPUs talk over P2P", hang[:1])
-        add("CONSUMER_GPU_P2P_BROKEN", 0.25, "the collective hung on a node whose GPUs talk over P2P", hang[:1])
+    if geforce and hang:
+        add("CONSUMER_GPU_P2P_BROKEN", 0.35, "a collective hung on GeForce GPUs, whose P2P transport is often broken",
+            hang[:1])
+        add("NCCL_P2P_ACS_IOMMU_HANG", 0.2, "a collective hung on a single node's GPUs", hang[:1])

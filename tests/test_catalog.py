@@ -1,0 +1,110 @@
+"""The catalog of failure modes: complete, consistent, and every signature proven on its example."""
+import re
+
+import pytest
+
+from ddpdoctor import catalog, registry
+from ddpdoctor.catalog.model import CATEGORIES, GATES, FailureMode, Signature, literal_runs, required_literal
+from ddpdoctor.logscan import default_matcher, explain_stream
+
+# The 45 failure modes of shared/failure-catalog.md (the reference the catalog must cover).
+REFERENCE_IDS = """
+MASTER_PORT_IN_USE NODE_RANK_DUPLICATED RDZV_ENDPOINT_UNREACHABLE RDZV_HOST_NOT_SELF_RECOGNIZED RDZV_ID_MISMATCH
+STANDALONE_WITH_MULTINODE STORE_BARRIER_WORKER_COUNT_MISMATCH NPROC_EXCEEDS_GPUS LOCAL_RANK_ARG_MISMATCH
+LAUNCHER_NOT_ON_PATH HOST_OOM_SIGKILL WINDOWS_NO_NCCL_BACKEND WINDOWS_LIBUV_UNSUPPORTED HOSTNAME_RESOLVES_TO_LOOPBACK
+HOSTNAME_UNRESOLVABLE MASTER_ADDR_MALFORMED K8S_DNS_NOT_READY WINDOWS_HOSTS_FILE_REVERSE_NAME FIREWALL_BLOCKS_PORTS
+IPV6_ADDRESS_FAMILY MTU_MISMATCH NCCL_WRONG_INTERFACE_AUTOSELECTED NCCL_SOCKET_IFNAME_NOT_FOUND
+GLOO_SOCKET_IFNAME_INVALID CONTAINER_BRIDGE_NETWORK NCCL_SHM_TOO_SMALL DEV_SHM_PERMISSION_DENIED
+DATALOADER_SHM_BUS_ERROR IB_DEVICE_NOT_VISIBLE IB_MEMLOCK_LIMIT IB_ROCE_GID_MISMATCH NCCL_VERSION_MISMATCH_ACROSS_NODES
+NCCL_P2P_ACS_IOMMU_HANG CONSUMER_GPU_P2P_BROKEN FABRIC_MANAGER_NOT_RUNNING NCCL_COLLECTIVE_TIMEOUT
+SLURM_NTASKS_MISMATCH DUPLICATE_GPU_PER_RANK GLOBAL_RANK_USED_AS_DEVICE GPU0_EXTRA_MEMORY DDP_UNUSED_PARAMETERS
+DEFAULT_PG_NOT_INITIALIZED COLLECTIVE_MISMATCH_ACROSS_RANKS UNEVEN_INPUTS_HANG CUDA_REINIT_IN_FORKED_SUBPROCESS
+""".split()
+
+FAILURES = list(catalog.failures().values())
+SIGNATURES = [(fm, i, s) for fm in FAILURES for i, s in enumerate(fm.signatures)]
+
+
+def test_reference_list_is_the_45_modes():
+    assert len(REFERENCE_IDS) == len(set(REFERENCE_IDS)) == 45
+
+
+def test_catalog_covers_every_reference_failure_mode():
+    missing = sorted(set(REFERENCE_IDS) - set(catalog.failures()))
+    assert not missing, f"reference failure modes missing from the catalog: {missing}"
+
+
+def test_entries_found_beyond_the_reference_say_so():
+    for fm in FAILURES:
+        assert (fm.origin == "reference") == (fm.id in REFERENCE_IDS), fm.id
+
+
+@pytest.mark.parametrize("fm", FAILURES, ids=lambda fm: fm.id)
+def test_every_failure_mode_is_complete(fm: FailureMode):
+    assert fm.title and fm.summary and fm.cause, fm.id
+    assert fm.category in CATEGORIES
+    assert fm.fix.summary, "a fix needs a summary"
+    assert fm.signatures, "a failure mode without log signatures cannot be explained from a log"
+    assert fm.confirm, "say how to confirm it"
+    assert fm.checks or fm.preflight, "say how to catch it before a run (checks, or what is missing)"
+    for rel in fm.related:
+        assert rel in catalog.failures() and rel != fm.id, rel
+
+
+@pytest.mark.parametrize("fm", FAILURES, ids=lambda fm: fm.id)
+def test_every_referenced_check_is_registered(fm: FailureMode):
+    known = registry.load_all()
+    unknown = [c for c in fm.checks if c not in known]
+    assert not unknown, f"{fm.id} names checks that do not exist: {unknown}"
+
+
+def test_fix_env_holds_only_concrete_values():
+    # Fix.env is exported verbatim by consumers such as the Slurm task prolog: no placeholders.
+    for fm in FAILURES:
+        for k, v in fm.fix.env.items():
+            assert re.fullmatch(r"[A-Z][A-Z0-9_]*", k) and "<" not in v and "{" not in v, (fm.id, k, v)
+
+
+@pytest.mark.parametrize("fm,i,sig", SIGNATURES, ids=lambda x: getattr(x, "id", None) or str(x)[:0])
+def test_signature_matches_its_example_through_its_trigger(fm: FailureMode, i: int, sig: Signature):
+    assert sig.example, f"{fm.id} signature {i} has no example line"
+    assert re.search(sig.pattern, sig.example), f"{fm.id} signature {i} does not match its example"
+    assert any(t in sig.example.lower() for t in sig.triggers), f"{fm.id} #{i}: trigger {sig.triggers} not in example"
+    for t in sig.triggers:
+        assert any(g in t for g in GATES), f"{fm.id} #{i}: trigger {t!r} contains no gate word"
+
+
+@pytest.mark.parametrize("fm,i,sig", [x for x in SIGNATURES if x[2].role == "cause"],
+                         ids=lambda x: getattr(x, "id", None) or str(x)[:0])
+def test_example_line_alone_names_its_failure_mode(fm, i, sig):
+    """Scanned as a one-line log, the example of a cause signature is explained by its failure mode among
+    the first three diagnoses (shared symptoms and clues only decide together with other lines)."""
+    import io
+    log = (sig.example + "\n").encode()
+    ids = [d.failure.id for d in explain_stream(io.BytesIO(log)).diagnoses]
+    assert fm.id in ids[:3], (fm.id, i, ids)
+
+
+def test_gate_words_stay_few_because_each_is_a_pass_over_the_log():
+    m = default_matcher()
+    assert set(m.gates) == {g.encode() for g in GATES}, "a trigger without a gate word adds a pass"
+    assert len(GATES) <= 30
+
+
+def test_required_literal_prefers_runs_with_a_gate_word():
+    pat = r"Timed out after \d+ seconds waiting for clients\. (?P<j>\d+)/\d+ clients joined"
+    assert literal_runs(pat)[0] == "timed out after "
+    assert required_literal(pat) == "timed out after "
+    assert required_literal(r"(?:a|b)c?") == ""
+
+
+def test_failure_ids_are_unique_upper_snake():
+    ids = [fm.id for fm in FAILURES]
+    assert len(ids) == len(set(ids))
+    assert all(re.fullmatch(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+", i) for i in ids)
+
+
+def test_failures_for_check_is_the_inverse_of_checks():
+    for fm in FAILURES:
+        for c in fm.checks:
+            assert fm in catalog.failures_for_check(c)
