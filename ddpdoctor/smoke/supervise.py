@@ -33,7 +33,7 @@ from ddpdoctor.smoke.progress import Tracker, describe_exit, make_verdict, proce
 
 GRACE_S = 5.0  # beyond a phase's limit, before a rank's own supervisor ends its worker
 FALLBACK_S = 3.0  # standalone: how long rank 0 gets to report what the launcher sees as well
-POLL_S = 0.05
+POLL_S = 0.25  # the loop also wakes at once on a worker's exit or final message (`wake`)
 
 
 @dataclasses.dataclass
@@ -97,6 +97,7 @@ class Supervisor:
         self.relayed: list[dict] = []  # rank 0's last view of every rank
         self.relayed_at = 0.0
         self.signalled: str | None = None
+        self.wake = threading.Event()
 
     # ------------------------------------------------------------------ messages
     def _on_message(self, w: WorkerProc, msg: dict) -> None:
@@ -112,6 +113,7 @@ class Supervisor:
                 w.record = msg["record"]
             elif t == "world":
                 w.world = msg["world"]
+                self.wake.set()
             elif t == "progress":
                 self.relayed, self.relayed_at = msg["states"], now
             elif t == "done":
@@ -138,9 +140,12 @@ class Supervisor:
         finally:
             os.close(wfd)
         w.started_at = w.last_msg_at = w.phase_seen_at = time.monotonic()
-        w.reader = threading.Thread(target=read_messages, args=(r, lambda m, w=w: self._on_message(w, m)),
-                                    name=f"pipe-rank{w.rank}", daemon=True)
+        w.reader = threading.Thread(target=self._read, args=(w, r), name=f"pipe-rank{w.rank}", daemon=True)
         w.reader.start()
+
+    def _read(self, w: WorkerProc, fd: int) -> None:
+        read_messages(fd, lambda m: self._on_message(w, m))
+        self.wake.set()  # EOF: the worker exited (or closed the pipe): look now, not at the next tick
 
     def _kill(self, w: WorkerProc, why: str | None = None) -> None:
         if w.proc is None:
@@ -178,6 +183,7 @@ class Supervisor:
 
     def _on_signal(self, signum, _frame) -> None:
         self.signalled = signal.Signals(signum).name
+        self.wake.set()
 
     # ------------------------------------------------------------------ the run
     def run(self) -> Outcome:
@@ -231,7 +237,10 @@ class Supervisor:
                         if w.proc is not None and w.proc.poll() is None:
                             w.proc_state = process_state(w.proc.pid)
                     break  # rank 0 did not report what we see as well: report it ourselves
-            time.sleep(POLL_S)
+            # a third busy process on two cores would slow the ranks' collectives: sleep until
+            # something happens, or the next tick
+            self.wake.wait(POLL_S)
+            self.wake.clear()
         return self._outcome(time.monotonic())
 
     def _outcome(self, now: float) -> Outcome:

@@ -89,7 +89,8 @@ class Worker:
         self.index, self.phase, self.phase_t = 0, P.START, self.t0
         self.beat, self.err = 0, None
         self.in_collective = False  # inside a torch.distributed call, i.e. waiting for the other ranks
-        self.kick = threading.Event()
+        self.kick = threading.Event()  # a new phase: the beat thread tells the supervisor at once
+        self.kick_store = threading.Event()  # ... and the monitor tells the store
         self.published = -1  # phase index the store last saw
         self.finish_lock = threading.Lock()
         self.finished = False
@@ -127,6 +128,7 @@ class Worker:
             raise RuntimeError(f"ddpdoctor bug: phase {name!r} is not in the plan after {self.phase!r}")
         self.index, self.phase, self.phase_t = j, name, now
         self.kick.set()
+        self.kick_store.set()
         for f in self.faults:
             if not f["fired"] and f["rank"] in (None, self.rank) and name.startswith(f["phase"]):
                 f["fired"] = True
@@ -173,11 +175,11 @@ class Worker:
         while True:
             now = time.monotonic()
             try:
-                if self.index != last_index or now - last_pub >= BEAT_S:
+                if self.index != last_index or now - last_pub >= 0.9 * BEAT_S:
                     idx = self.index
                     mon.set(f"hb/{self.rank}", json.dumps(self.hb()))
                     self.published, last_index, last_pub = idx, idx, now
-                if now - last_poll >= poll_s:
+                if now - last_poll >= 0.9 * poll_s:
                     last_poll = now
                     if tracker is None:
                         if mon.check(["abort"]):
@@ -191,7 +193,10 @@ class Worker:
                 if now - failing_since > self.cfg.timeout:
                     self.chan.send({"t": "lost_store", "error": _short(e), "for_s": round(now - failing_since, 1)})
                     os._exit(1)
-            time.sleep(0.05)
+            # sleep until the next beat or phase change: a thread that woke more often would
+            # compete with the collectives for two cores and the interpreter lock (bandwidth)
+            self.kick_store.wait(BEAT_S)
+            self.kick_store.clear()
 
     def _poll_world(self, mon, tracker: Tracker, known: set[int], now: float) -> None:
         tracker.update(self.hb(), now)
