@@ -196,3 +196,34 @@ def test_real_ranks_pids_are_attributed_from_nvml(tmp_path):
     assert f"pid {foreign.pid} (sleep)" in f402["message"] and "300 MiB" in f402["message"]
     assert by_id["DD403"]["status"] == "pass"
     assert _leftovers(tag) == []
+
+
+def test_fix_reruns_with_the_fix_and_reports_before_and_after(tmp_path):
+    """The --fix plumbing end to end: round 1 finds rank 1 on GPU 0, a second round of fresh
+    processes runs with fix_round set, and DD404 compares. The fake puts rank 1 on GPU 0 only in
+    processes that are not the fix round, as set_device before the first CUDA call would."""
+    tag = uuid.uuid4().hex
+    not_fixed = {"DDPDOCTOR_SMOKE_CONFIG": '"fix_round": false'}
+    rank = lambda r, **kw: {"env": {"RANK": str(r), "DDPDOCTOR_SMOKE_WORKER": "1"}, **kw}  # noqa: E731
+    state = {"tag": tag, "gpus": [
+        {"uuid": U0, "procs": [{"pid": rank(0), "used_mib": 600},
+                               {"pid": rank(1, env_contains=not_fixed), "used_mib": 512}]},
+        {"uuid": U1, "procs": [{"pid": rank(1), "used_mib": 600}]}]}
+    path = tmp_path / "nvml.json"
+    path.write_text(json.dumps(state))
+    env = {**os.environ, "FAKE_PYNVML_STATE": str(path), "FAKE_PYNVML_TAG": tag,
+           "PYTHONPATH": os.pathsep.join([str(FAKES), os.environ.get("PYTHONPATH", "")])}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    p = subprocess.run([sys.executable, "-m", "ddpdoctor", "smoke", "--nproc", "2", "--quick", "--fix", "--json",
+                        "--select", "DD4"], env=env, capture_output=True, text=True, timeout=180)
+    report = json.loads(p.stdout)
+    by_id = {r["id"]: r for r in report["results"]}
+    assert by_id["DD401"]["status"] == "fail", "the problem is still in the set-up until the fix is applied"
+    assert p.returncode == 1
+    assert by_id["DD404"]["status"] == "pass", by_id["DD404"]
+    msgs = [f["message"] for f in by_id["DD404"]["findings"]]
+    assert msgs == [f"{report['host']} GPU 0: 1112 MiB in 2 process(es) -> 600 MiB in 1",
+                    f"{report['host']} GPU 1: 600 MiB in 1 process(es) -> 600 MiB in 1"]
+    fixed_pids = {r["pid"] for r in report["fix"]["ranks"]}
+    assert fixed_pids and not fixed_pids & {r["pid"] for r in report["ranks"]}, "fresh processes for the re-run"
+    assert _leftovers(tag) == []

@@ -342,7 +342,8 @@ class Worker:
         self.record["versions"]["cuda"] = torch.version.cuda
         if has_gpu:
             try:
-                self.record["versions"]["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+                v = torch.cuda.nccl.version()  # a tuple (2, 21, 5); an int 2708 in old releases
+                self.record["versions"]["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
             except Exception:  # noqa: BLE001 - a build without NCCL
                 pass
         # every rank waits here until all have arrived (with the start-up allowance: a slow import

@@ -19,8 +19,9 @@ started by a test see the same host), or from `configure(state)` in-process:
                          {"pid": {"env": {"RANK": "1"}}, "used_mib": 300}]}]}
 
 A pid given as {"env": {...}} is the real process whose environment holds those variables (and
-FAKE_PYNVML_TAG when the state sets "tag"), looked up in /proc on every call, as NVML reports live
-processes: a test can place a real rank's real pid on a GPU before knowing the pid.
+FAKE_PYNVML_TAG when the state sets "tag"; "env_contains": {VAR: text} also requires VAR's value to
+contain text), looked up in /proc on every call, as NVML reports live processes: a test can place a
+real rank's real pid on a GPU before knowing the pid.
 """
 from __future__ import annotations
 
@@ -198,10 +199,11 @@ def nvmlDeviceGetName(handle):
     return _gpu(handle).get("name", "NVIDIA Fake GPU")
 
 
-def _pids_with_env(match: dict, tag: str | None) -> list[int]:
+def _pids_with_env(match: dict, tag: str | None, contains: dict | None = None) -> list[int]:
     want = [f"{k}={v}".encode() for k, v in match.items()]
     if tag:
         want.append(f"FAKE_PYNVML_TAG={tag}".encode())
+    parts = [(f"{k}=".encode(), v.encode()) for k, v in (contains or {}).items()]
     out = []
     for p in os.listdir("/proc"):
         if not p.isdigit():
@@ -211,7 +213,8 @@ def _pids_with_env(match: dict, tag: str | None) -> list[int]:
                 env = f.read().split(b"\0")
         except OSError:
             continue
-        if all(w in env for w in want):
+        if all(w in env for w in want) and all(
+                any(e.startswith(k) and v in e for e in env) for k, v in parts):
             out.append(int(p))
     return out
 
@@ -220,7 +223,9 @@ def _procs(gpu: dict) -> list[_ProcessInfo]:
     out = []
     for p in gpu.get("procs", []):
         used = None if p.get("used_mib") is None else int(p["used_mib"] * MiB)
-        pids = _pids_with_env(p["pid"]["env"], _host().get("tag")) if isinstance(p["pid"], dict) else [p["pid"]]
+        pid = p["pid"]
+        pids = (_pids_with_env(pid.get("env", {}), _host().get("tag"), pid.get("env_contains"))
+                if isinstance(pid, dict) else [pid])
         out += [_ProcessInfo(pid, used) for pid in pids]
     return out
 
