@@ -276,7 +276,7 @@ MODES = (
                               "total capacity of 79.15 GiB of which 1.2 GiB is free."),
             Signature(r"CUDA error: out of memory", 0.7, example="RuntimeError: CUDA error: out of memory"),
         ),
-        checks=("DD402",),
+        checks=("DD402", "DD702"),
         confirm="nvidia-smi   (while the job runs: memory per GPU and the processes on it)",
         related=("GPU0_EXTRA_MEMORY", "HOST_OOM_SIGKILL"),
     ),

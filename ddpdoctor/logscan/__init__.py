@@ -81,6 +81,8 @@ def _confirm_values(col: Collector, diagnoses: list[Diagnosis]) -> Confirm:
         ports.append(v.value.get("port", ""))
     hosts += col.fact_values("master", "host")
     ports += col.fact_values("master_port", "port")
+    hosts += col.fact_values("store_addr", "host")
+    ports += col.fact_values("store_addr", "port")
     for d in diagnoses:  # connect targets in the evidence (store timeouts, gai errors)
         for (fid, _), st in col.sigs.items():
             if fid == d.failure.id:

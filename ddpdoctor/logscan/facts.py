@@ -38,6 +38,17 @@ FACTS = (
          example="The node 'node2_9220_0' has failed to shutdown the rendezvous 'job-42' due to an error"),
     Fact("store_hosted", r"hosts the TCP store for the C10d rendezvous backend",
          example="Process 1234 hosts the TCP store for the C10d rendezvous backend."),
+    # The master as the job knows it: MASTER_ADDR printed by the script, torchrun's rendezvous result
+    # (LOGLEVEL=INFO), its command line, or the address of the store a TCPStore socket talks to.
+    Fact("master", r"\bMASTER_ADDR=(?P<host>[\w.-]+)", example="MASTER_ADDR=node1 MASTER_PORT=29500"),
+    Fact("master_port", r"\bMASTER_PORT=(?P<port>\d+)", trigger="master", example="MASTER_ADDR=node1 MASTER_PORT=29500"),
+    Fact("master", r"\bmaster_addr=(?P<host>[\w.-]+)", example="  master_addr=node1"),
+    Fact("master_port", r"\bmaster_port=(?P<port>\d+)", example="  master_port=29500"),
+    Fact("master", r"--master[-_]addr[= ](?P<host>[\w.-]+)", trigger="master",
+         example="torchrun --master-addr=node1 --master-port=29500 train.py"),
+    Fact("store_addr", r"SocketImpl\(fd=\d+, addr=[^,]*, remote=\[(?:::ffff:)?(?P<host>[^\]]+)\]:(?P<port>\d+)\)",
+         example="[c10d] sendBytes failed on SocketImpl(fd=4, addr=[::ffff:10.0.0.2]:36676, "
+                 "remote=[::ffff:10.0.0.1]:29400): Broken pipe"),
     # Static rendezvous (LOGLEVEL=INFO): every agent prints its node rank once the rendezvous completes.
     Fact("group_rank", r"\bgroup_rank=(?P<rank>\d+)", example="  group_rank=0"),
     # NCCL announces its version at init (NCCL_DEBUG=INFO) and in every error message.

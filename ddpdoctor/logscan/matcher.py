@@ -31,14 +31,14 @@ MAX_WINDOW = 8192   # bytes around a hit taken from an overlong line
 _PREFIX = re.compile(
     r"^(?:"
     r"(?P<label>[A-Za-z0-9][A-Za-z0-9_.-]{0,62}): "
-    r"|\[(?P<mpi>\d+),\d+\]<std(?:out|err)>:\s?"
+    r"|\[\d+,(?P<mpi>\d+)\]<std(?:out|err)>:\s?"
     r"|\[rank(?P<rank>\d+)\]:\s?"
     r"|\[default(?P<local>\d+)\]:\s?"
     r")"
 )
 _NOT_HOST = re.compile(r"(?i)(?:error|exception|warning|warn|info|debug|traceback|critical|fatal|notice)$|\.py$")
 _NCCL_ORIGIN = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL ")
-_MSG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|\brank[:=] ?(?P<r2>\d+)\b|\bon rank:? (?P<r3>\d+)")
+_MSG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|(?<![\w-])rank[:=] ?(?P<r2>\d+)\b|\bon rank:? (?P<r3>\d+)")
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class Matcher:
         last = b"\n"
         for block in blocks(stream, chunk):
             yield from self._scan_block(block.data, block.first_line)
-            stats.bytes += len(block.data)
+            stats.bytes += block.size
             stats.lines += block.data.count(b"\n")
             last = block.data[-1:] or last
             if progress:

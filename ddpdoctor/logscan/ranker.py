@@ -21,6 +21,7 @@ Cross-line rules (each cites why):
   COLLECTIVE_MISMATCH_ACROSS_RANKS (shared/failure-catalog.md §3);
 * several NCCL versions in one job -> NCCL_VERSION_MISMATCH_ACROSS_NODES;
 * the same group_rank reported by two hosts -> NODE_RANK_DUPLICATED;
+* Gloo's connect timing out on every host, with no loopback address involved -> FIREWALL_BLOCKS_PORTS;
 * a collective that hung on GeForce GPUs -> CONSUMER_GPU_P2P_BROKEN (then NCCL_P2P_ACS_IOMMU_HANG).
 """
 from __future__ import annotations
@@ -338,6 +339,17 @@ def _rules(col: Collector, add) -> None:
                 f"ranks timed out at different sequence numbers ({', '.join(sorted(seqs, key=int)[:4])}): "
                 "some rank ran ahead or stopped early", evs)
             add("COLLECTIVE_MISMATCH_ACROSS_RANKS", 0.3, "ranks timed out at different sequence numbers", evs)
+
+    # Every side of Gloo's full mesh timed out connecting: the addresses were exchanged through the store,
+    # so the rendezvous worked, but no connection between the ranks got through.
+    mesh = col.sig_evidence(["FIREWALL_BLOCKS_PORTS"], "connectFullMesh")
+    mesh_hosts = {e.host for e in mesh if e.host}
+    loopback = any(fid == "HOSTNAME_RESOLVES_TO_LOOPBACK" and st.signature.role != "symptom"
+                   for (fid, _), st in col.sigs.items())
+    if len(mesh_hosts) >= 2 and not loopback:
+        add("FIREWALL_BLOCKS_PORTS", 0.4,
+            f"Gloo timed out connecting on {len(mesh_hosts)} hosts ({', '.join(sorted(mesh_hosts)[:4])}) after the "
+            "rendezvous exchanged their addresses: connections between the nodes are dropped", mesh[:2])
 
     # Different NCCL builds in one job.
     versions = col.fact_values("nccl_version", "v")

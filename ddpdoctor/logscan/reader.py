@@ -26,6 +26,7 @@ class Block:
     data: bytes        # whole lines (ends with b"\n"), or a piece of an overlong line
     first_line: int    # 1-based number of the line `data` starts in
     continues: bool    # the last line of `data` goes on in the next block
+    size: int = 0      # bytes read for this block (before colour codes were removed)
 
 
 def open_source(path: str, stdin: BinaryIO | None = None) -> BinaryIO:
@@ -115,6 +116,7 @@ def blocks(stream: BinaryIO, chunk: int = CHUNK) -> Iterator[Block]:
 
 
 def _clean(block: Block) -> Block:
+    block.size = len(block.data)
     if b"\x1b" in block.data:
         block.data = ANSI_RE.sub(b"", block.data)
     return block

@@ -1,0 +1,121 @@
+"""Ranking: the earliest specific error is the cause, collective timeouts and dead peers are its
+consequences; rules that read across lines; what the explanation says about who failed."""
+import io
+
+from ddpdoctor.logscan import explain_stream
+
+WATCHDOG = ("[rank{r}]:[E ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 "
+            "milliseconds before timing out.")
+
+
+def explain(text: str):
+    return explain_stream(io.BytesIO(text.encode()), "t")
+
+
+def ids(text: str):
+    return [d.failure.id for d in explain(text).diagnoses]
+
+
+def test_watchdog_alone_is_a_consequence_without_a_cause():
+    ex = explain(WATCHDOG.format(r=1, seq=5, op="ALLREDUCE"))
+    assert [d.failure.id for d in ex.diagnoses] == ["NCCL_COLLECTIVE_TIMEOUT"]
+    assert ex.diagnoses[0].consequence_of is None
+
+
+def test_earlier_specific_error_on_another_rank_is_the_cause_and_the_watchdog_its_consequence():
+    log = "\n".join([
+        "step 100 loss 1.2",
+        "[rank2]:node1:214:392 [2] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9)",
+        WATCHDOG.format(r=0, seq=101, op="ALLREDUCE"),
+        WATCHDOG.format(r=1, seq=101, op="ALLREDUCE"),
+    ])
+    ex = explain(log)
+    first, *rest = ex.diagnoses
+    assert first.failure.id == "NCCL_SHM_TOO_SMALL"
+    assert first.origin == {"host": "node1", "rank": 2}
+    wd = next(d for d in rest if d.failure.id == "NCCL_COLLECTIVE_TIMEOUT")
+    assert wd.consequence_of == "NCCL_SHM_TOO_SMALL" and wd.confidence < first.confidence
+
+
+def test_watchdogs_at_different_sequence_numbers_point_at_uneven_inputs():
+    log = "\n".join(WATCHDOG.format(r=r, seq=seq, op="ALLREDUCE") for r, seq in ((0, 8811), (1, 8811), (2, 8790)))
+    assert ids(log)[0] == "UNEVEN_INPUTS_HANG"
+
+
+def test_watchdogs_in_different_collectives_point_at_a_collective_mismatch():
+    log = WATCHDOG.format(r=0, seq=204, op="ALLREDUCE") + "\n" + WATCHDOG.format(r=1, seq=205, op="BROADCAST")
+    assert ids(log)[0] == "COLLECTIVE_MISMATCH_ACROSS_RANKS"
+
+
+def test_connect_timeout_to_a_name_that_does_not_resolve_is_a_dns_failure():
+    log = "\n".join([
+        "[W socket.cpp:764] [c10d] The IPv6 network addresses of (node1, 34729) cannot be retrieved "
+        "(gai error: -2 - Name or service not known).",
+        "[E socket.cpp:1028] [c10d] The client socket has timed out after 10000ms while trying to connect to "
+        "(node1, 34729).",
+    ])
+    ex = explain(log)
+    assert ex.diagnoses[0].failure.id == "HOSTNAME_UNRESOLVABLE"
+    assert "FIREWALL_BLOCKS_PORTS" not in [d.failure.id for d in ex.diagnoses]
+    assert any("does not resolve" in n for n in ex.diagnoses[0].notes)
+
+
+def test_timeout_on_the_port_torchrun_handed_out_means_other_ports_are_blocked():
+    log = ("[E socket.cpp:1028] [c10d] The client socket has timed out after 10000ms while trying to connect to "
+           "(node1, 45705).")
+    assert ids(log)[0] == "FIREWALL_BLOCKS_PORTS"
+    log29500 = log.replace("45705", "29500")
+    assert ids(log29500)[0] == "RDZV_ENDPOINT_UNREACHABLE"
+
+
+def test_info_lines_alone_are_not_a_diagnosis():
+    clean = "node1:1:1 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>\nstep 1 loss 0.5\n"
+    assert ids(clean) == []
+    failed = clean + "node1:1:1 [0] NCCL INFO Call to connect returned Connection timed out, retrying\n"
+    assert ids(failed)[0] == "NCCL_WRONG_INTERFACE_AUTOSELECTED"
+
+
+def test_two_patterns_on_one_line_are_one_piece_of_evidence():
+    one = ("[c10d] The client socket has failed to connect to [host]:29500 (system error: 10049 - The requested "
+           "address is not valid in its context.).")
+    d = explain(one).diagnoses[0]
+    assert d.failure.id == "WINDOWS_HOSTS_FILE_REVERSE_NAME" and d.confidence <= 0.9
+
+
+def test_different_run_ids_across_nodes_mean_different_rendezvous():
+    log = "\n".join([
+        "node1: [WARNING] config has no run_id, generated a random run_id: 3f4bd1f3",
+        "node2: [WARNING] config has no run_id, generated a random run_id: 0c9a0e47",
+        "node1: torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
+    ])
+    d = explain(log).diagnoses[0]
+    assert d.failure.id == "RDZV_ID_MISMATCH" and d.confidence >= 0.85
+    assert any("different run ids" in n for n in d.notes)
+
+
+def test_torchrun_summary_names_the_first_failure():
+    log = "\n".join([
+        "Root Cause (first observed failure):", "[0]:", "  time      : 2026-11-21_05:40:36",
+        "  host      : node7", "  rank      : 5 (local_rank: 1)", "  exitcode  : -9 (pid: 22116)",
+        "  error_file: <N/A>", "  traceback : Signal 9 (SIGKILL) received by PID 22116",
+    ])
+    ex = explain(log)
+    assert ex.first_failure == {"line": 1, "host": "node7", "rank": 5, "local_rank": 1, "exitcode": -9}
+    assert ex.diagnoses[0].failure.id == "HOST_OOM_SIGKILL"
+
+
+def test_confirm_command_uses_the_master_from_the_log_only_when_valid():
+    good = ("[E socket.cpp:1028] [c10d] The client socket has timed out after 60000ms while trying to connect to "
+            "(trainer-7, 29400).")
+    ex = explain(good)
+    assert (ex.confirm.master, ex.confirm.port) == ("trainer-7", "29400")
+    bad = good.replace("trainer-7", "$(reboot)")
+    ex = explain(bad)
+    assert ex.confirm.master == "<master>"
+
+
+def test_unknown_log_says_so_and_points_at_the_first_error():
+    ex = explain("epoch 1\nValueError: my dataset is empty\nepoch 2\n")
+    assert ex.diagnoses == []
+    assert ex.first_error.line == 2 and "my dataset is empty" in ex.first_error.text

@@ -1,0 +1,164 @@
+"""Reading logs as users have them: any size, any line ending, colours, junk, compression."""
+import codecs
+import gzip
+import io
+import os
+import random
+import tracemalloc
+
+import pytest
+
+from ddpdoctor import catalog
+from ddpdoctor.logscan import explain_stream
+from ddpdoctor.logscan.matcher import FIND, Matcher, _bytes_find, split_origin
+from ddpdoctor.logscan.reader import blocks
+
+LOOPBACK = b"RuntimeError: Gloo connectFullMesh failed with [pair.cc:152] timed out connecting: SO_ERROR: " \
+           b"Connection refused, remote=[127.0.1.1]:57251"
+SHM = b"node1:214:392 [2] misc/shmutils.cc:113 NCCL WARN Error while creating shared memory segment " \
+      b"/dev/shm/nccl-fjwOOB (size 9637888)"
+
+
+def explain(data: bytes):
+    return explain_stream(io.BytesIO(data), "test")
+
+
+def top(data: bytes):
+    ex = explain(data)
+    return ex.diagnoses[0] if ex.diagnoses else None
+
+
+def test_line_numbers_count_newlines_like_grep_n():
+    data = b"a\n\nb\n" + LOOPBACK + b"\nc\n"
+    d = top(data)
+    assert d.failure.id == "HOSTNAME_RESOLVES_TO_LOOPBACK"
+    assert d.evidence[0].line == 4
+    assert explain(data).lines == 5
+
+
+def test_crlf_ansi_colours_and_nul_bytes_do_not_hide_a_signature():
+    coloured = b"\x1b[31m" + SHM.replace(b"NCCL WARN", b"NCCL \x1b[1mWARN\x1b[0m") + b"\x1b[0m"
+    data = b"start\r\n\x00\x00junk\r\n" + coloured + b"\r\nend\r\n"
+    d = top(data)
+    assert d.failure.id == "NCCL_SHM_TOO_SMALL"
+    assert d.evidence[0].line == 3
+    assert "\x1b" not in d.evidence[0].text and "\r" not in d.evidence[0].text
+
+
+def test_utf16_log_from_powershell_is_read():
+    text = "PS C:\\> torchrun train.py\r\nRuntimeError: use_libuv was requested but PyTorch was build without " \
+           "libuv support\r\n"
+    data = codecs.BOM_UTF16_LE + text.encode("utf-16-le")
+    d = top(data)
+    assert d.failure.id == "WINDOWS_LIBUV_UNSUPPORTED" and d.evidence[0].line == 2
+
+
+def test_gzip_log_is_read():
+    d = top(gzip.compress(b"x\n" * 1000 + SHM + b"\n"))
+    assert d.failure.id == "NCCL_SHM_TOO_SMALL" and d.evidence[0].line == 1001
+
+
+def test_empty_input_and_binary_junk_explain_nothing_without_crashing():
+    assert explain(b"").diagnoses == [] and explain(b"").lines == 0
+    rnd = random.Random(3)
+    junk = bytes(rnd.randrange(256) for _ in range(300_000))
+    ex = explain(junk)
+    assert ex.bytes == len(junk)
+    assert all(d.confidence < 0.5 for d in ex.diagnoses)
+
+
+def test_bare_carriage_returns_of_progress_bars_split_the_display_line():
+    data = b"10%|#  |\r50%|#### |\r" + SHM + b"\r100%|#####|\n"
+    d = top(data)
+    assert d.failure.id == "NCCL_SHM_TOO_SMALL"
+    assert d.evidence[0].line == 1 and d.evidence[0].text.startswith("node1:214")
+
+
+class _OneHugeLine(io.RawIOBase):
+    """`size` bytes of log junk without a newline, then a signature line; generated, never held whole."""
+
+    def __init__(self, size: int, tail: bytes):
+        self.left = size
+        self.tail = tail
+        self.block = (b"loss=0.123 step=42 " * 3449)[:65536]
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        if self.left > 0:
+            n = min(len(b), self.left, len(self.block))
+            b[:n] = self.block[:n]
+            self.left -= n
+            return n
+        n = min(len(b), len(self.tail))
+        b[:n] = self.tail[:n]
+        self.tail = self.tail[n:]
+        return n
+
+
+def test_a_huge_single_line_streams_in_constant_memory():
+    size = 96 << 20
+    tracemalloc.start()
+    try:
+        ex = explain_stream(io.BufferedReader(_OneHugeLine(size, b" " + SHM + b"\nafter\n")), "huge")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert ex.diagnoses and ex.diagnoses[0].failure.id == "NCCL_SHM_TOO_SMALL"
+    assert ex.diagnoses[0].evidence[0].line == 1 and ex.lines == 2
+    assert len(ex.diagnoses[0].evidence[0].text) <= 2000
+    assert peak < 40 << 20, f"peak {peak >> 20} MiB for a {size >> 20} MiB line"
+
+
+def test_small_blocks_give_the_same_answer_as_large_ones():
+    path = os.path.join(os.path.dirname(__file__), "logs", "HOSTNAME_RESOLVES_TO_LOOPBACK", "lab-loopback-c10d.log")
+    data = open(path, "rb").read()
+    m = Matcher(catalog.failures())
+    big = [(lm.line, sorted(r.index for r, _ in lm.matches)) for lm in m.scan(io.BytesIO(data))]
+    small = [(lm.line, sorted(r.index for r, _ in lm.matches)) for lm in m.scan(io.BytesIO(data), chunk=4096)]
+    assert big == small and big
+
+
+def test_blocks_keep_whole_lines_and_pass_overlong_ones_in_pieces():
+    out = list(blocks(io.BytesIO(b"ab\ncd\n" + b"x" * 50 + b"\nend"), chunk=16))
+    assert b"".join(b.data for b in out) == b"ab\ncd\n" + b"x" * 50 + b"\nend"
+    assert [b.first_line for b in out if not b.continues][-1] == 4
+    assert any(b.continues for b in out)
+
+
+@pytest.mark.skipif(FIND is _bytes_find, reason="no libc memmem here")
+def test_memmem_finder_agrees_with_bytes_find():
+    rnd = random.Random(11)
+    for _ in range(300):
+        hay = bytes(rnd.choice(b"abc\n ") for _ in range(rnd.randrange(0, 200)))
+        needle = bytes(rnd.choice(b"abc") for _ in range(rnd.randrange(1, 4)))
+        start = rnd.randrange(0, len(hay) + 2)
+        assert FIND(hay, needle, start) == hay.find(needle, start), (hay, needle, start)
+
+
+def test_memmem_and_bytes_find_scanners_agree_on_the_corpus():
+    m1, m2 = Matcher(catalog.failures(), find=FIND), Matcher(catalog.failures(), find=_bytes_find)
+    logs = os.path.join(os.path.dirname(__file__), "logs")
+    for folder in sorted(os.listdir(logs)):
+        d = os.path.join(logs, folder)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            data = open(os.path.join(d, name), "rb").read()
+            a = [(lm.line, [r.index for r, _ in lm.matches]) for lm in m1.scan(io.BytesIO(data))]
+            b = [(lm.line, [r.index for r, _ in lm.matches]) for lm in m2.scan(io.BytesIO(data))]
+            assert a == b, name
+
+
+@pytest.mark.parametrize("line,host,rank", [
+    ("node2: [rank3]: RuntimeError: boom", "node2", 3),
+    ("gpu-a-03:1772:1772 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>", "gpu-a-03", None),
+    ("[1,5]<stderr>:RuntimeError: boom", None, 5),
+    ("7: Traceback (most recent call last):", None, 7),
+    ("[default2]:RuntimeError: boom", None, 2),
+    ("RuntimeError: boom", None, None),
+    ("main.py: error: unrecognized arguments: --local-rank=0", None, None),
+    ("[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout", None, 1),
+])
+def test_origin_of_a_line_comes_from_its_prefix_or_message(line, host, rank):
+    _, h, r = split_origin(line)
+    assert (h, r) == (host, rank)
