@@ -42,20 +42,22 @@ def culprits(states: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The ranks that hold the others up, from every rank's state when the watchdog fired.
 
     A rank is a culprit when it never connected, died, is stopped or silent, sits in its own code
-    instead of the collective the others wait in, or (when no rank reported an error, which would
+    while others wait in a collective for it, or (when no rank reported an error, which would
     make it skip ahead) is behind the others. The rest are waiting for them. States relayed
     from a rank 0 that froze are only context: they may be a moment old.
     """
     seen = [s for s in states if s.get("seen")]
     furthest = max((s.get("index", -1) for s in seen), default=-1)
     any_error = any(s.get("error") for s in seen)
+    waiting = {s["rank"] for s in seen if s.get("in_collective")}
     out = []
     for s in states:
         if s.get("relayed"):
             continue  # as rank 0 saw it before it froze: context, not evidence
         if (not s.get("seen") or s.get("exit") or s.get("proc_state") in ("stopped", "gone", "zombie")
                 or s.get("heartbeat_age_s", 0) > SILENT_S
-                or (not s.get("in_collective") and s.get("phase") not in ("report", "done") and not s.get("error"))
+                or (not s.get("in_collective") and waiting - {s["rank"]} and s.get("phase") not in ("report", "done")
+                    and not s.get("error"))
                 or (not any_error and s.get("index", -1) < furthest)):
             out.append(s)
     return out
@@ -123,7 +125,13 @@ def every_rank_finished(ctx):
             ahead = max(waiting, key=lambda s: s.get("index", -1))
             where = f"; ranks {fmt_ranks(s['rank'] for s in waiting)} wait in phase '{ahead.get('phase')}'"
         detected = f"detected by {verdict['detected_by']} after {verdict['after_s']} s (--timeout {verdict['timeout_s']:g} s)"
-        if not bad:
+        if verdict.get("kind") == "terminated":
+            yield Finding(Severity.ERROR, f"the run was ended from outside after {verdict['after_s']} s, "
+                                          f"{verdict.get('signal', 'by a signal')}",
+                          hint="a launcher ending the job after another rank failed, a scheduler time limit, or kill; "
+                               "the ranks' phases at that moment are in the table below",
+                          evidence={"signal": verdict.get("signal")})
+        if not bad and verdict.get("kind") != "terminated":
             phase = max(states, key=lambda s: s.get("in_phase_s", 0)).get("phase")
             yield Finding(Severity.ERROR,
                           f"all {len(states)} ranks are alive and inside the collective of phase '{phase}', "

@@ -303,6 +303,8 @@ class Supervisor:
             detected = "rank 0's supervisor (rank 0 could not report)"
         verdict = make_verdict([by_rank[r] for r in sorted(by_rank)], sorted(set(late)), trouble,
                                now - self.tracker.t0, detected, self.cfg)
+        if self.signalled:
+            verdict.update(kind="terminated", signal=f"by {self.signalled}")
         records = {str(w.rank): w.record for w in self.workers.values() if w.record}
         backend = next((w.backend for w in self.workers.values() if w.backend), "")
         return {"round": 2 if self.cfg.fix_round else 1, "backend": backend, "world_size": self.world_size,
