@@ -252,7 +252,8 @@ def allreduce_bandwidth(ctx):
     if not per_rank:
         raise Skip("no bandwidth measured" + (" (--quick)" if ctx.cfg.quick else ""))
     rows = bw.world_rows(per_rank, ctx.world_size)
-    peak = max(rows, key=lambda row: row["busbw_gbps"])
+    # with one rank busbw is 0 by definition (nothing crosses a link): rank the sizes by algbw then
+    peak = max(rows, key=lambda row: row["busbw_gbps"] if ctx.world_size > 1 else row["algbw_gbps"])
     from ddpdoctor.smoke.plan import fmt_bytes
     desc = (f"peak busbw {peak['busbw_gbps']:.2f} GB/s (algbw {peak['algbw_gbps']:.2f} GB/s) at {fmt_bytes(peak['size'])}, "
             f"{ctx.world_size} ranks, {ctx.backend}")
