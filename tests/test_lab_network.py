@@ -6,84 +6,11 @@ predicts; and where the fix is an environment variable, the job passes with `fix
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import time
 
-import pytest
-
-from lab import run_torchrun_job
-
-PORT = 29400
-DD = [sys.executable, "-m", "ddpdoctor"]
-JOB_TIMEOUT = 10   # init_process_group timeout inside the job (seconds)
-HANG_WALL = 30     # a job that hangs is killed after this; "hung" = still running then
-
-
-def start_listener(lab, node="node1", expect=1, timeout=20):
-    p = lab.popen(node, [*DD, "network", "--listen", "--port", str(PORT), "--expect", str(expect),
-                         "--timeout", str(timeout), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # wait until the port answers inside the lab (the listener binds before printing anything in --json mode)
-    for _ in range(100):
-        probe = lab.run(node, [sys.executable, "-c",
-                               f"import socket;s=socket.socket();s.settimeout(0.2);print(s.connect_ex(('127.0.0.1',{PORT})))"],
-                        timeout=10)
-        if probe.stdout.strip() == "0":
-            return p
-        if p.poll() is not None:
-            raise AssertionError(f"listener died: {p.stderr.read()}")
-        time.sleep(0.1)
-    raise AssertionError("listener did not come up")
-
-
-def diagnose(lab, node="node2", *args, env=None, listener=True, master="node1", listen_timeout=20):
-    """Run `ddpdoctor network --json` on `node` (with a listener on the master) -> (report, seconds, listener json)."""
-    lis = start_listener(lab, master, timeout=listen_timeout) if listener else None
-    try:
-        t0 = time.monotonic()
-        cp = lab.run(node, [*DD, "network", "--master", master, "--port", str(PORT), "--json", *args],
-                     env=env, timeout=30)
-        took = time.monotonic() - t0
-    finally:
-        lis_json = None
-        if lis is not None:
-            try:
-                out, _ = lis.communicate(timeout=listen_timeout + 5)
-                lis_json = json.loads(out) if out.strip() else None
-            except subprocess.TimeoutExpired:
-                lab.kill(lis)
-    assert "Traceback" not in cp.stderr, cp.stderr
-    report = json.loads(cp.stdout)
-    assert report["exit_code"] == cp.returncode
-    return report, took, lis_json
-
-
-def result(report, check_id):
-    (r,) = [r for r in report["results"] if r["id"] == check_id]
-    return r
-
-
-def failing(report):
-    return {r["id"] for r in report["results"] if r["status"] in ("fail", "timeout", "crash")}
-
-
-def fix_env(report, check_id):
-    env = {}
-    for f in result(report, check_id)["findings"]:
-        if f["fix"]:
-            env.update(f["fix"]["env"])
-    return env
-
-
-def job(lab, **kw):
-    kw.setdefault("job_timeout", JOB_TIMEOUT)
-    kw.setdefault("wall_timeout", HANG_WALL)
-    return run_torchrun_job(lab, master="node1", port=PORT, **kw)
-
-
-def all_output(res):
-    return "\n".join(res.output.values())
+from netlab import DD, PORT, all_output, diagnose, drop_all_but_rendezvous, failing, fix_env,
+                    hostname_on_low_decoy, job, result
 
 
 def test_healthy_cluster_has_no_warnings_and_the_job_passes(lab):
@@ -143,13 +70,6 @@ def test_rendezvous_port_silently_dropped_is_found_within_the_probe_timeout(lab)
     assert not res.ok
 
 
-def drop_all_but_rendezvous(lab, node="node1"):
-    """New TCP connections to any port but the rendezvous port are dropped (replies still pass)."""
-    lab.iptables(node, "-A", "INPUT", "-p", "tcp", "--dport", str(PORT), "-j", "ACCEPT")
-    lab.iptables(node, "-A", "INPUT", "-p", "tcp", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT")
-    lab.iptables(node, "-A", "INPUT", "-p", "tcp", "-i", "eth0", "-j", "DROP")
-
-
 def test_ephemeral_ports_dropped_while_rendezvous_port_is_open(lab):
     drop_all_but_rendezvous(lab)
     report, took, lis = diagnose(lab, listen_timeout=6)  # the worker never completes: the listener times out
@@ -174,10 +94,7 @@ def test_hostname_resolving_to_a_decoy_interface(make_lab):
     lab = make_lab()
     if lab.addr("node1").startswith("198.18.0."):
         lab = make_lab()
-    decoy = "198.18.0.2/24"
-    decoy_addr = decoy.split("/")[0]
-    lab.add_decoy("node2", "decoy0", decoy)
-    lab.set_hosts("node2", {"node1": lab.addr("node1"), "node2": decoy_addr})
+    hostname_on_low_decoy(lab)
     report, took, _ = diagnose(lab)
     assert failing(report) == {"DD303"}
     f = result(report, "DD303")["findings"][0]
