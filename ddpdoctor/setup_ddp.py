@@ -50,11 +50,11 @@ def setup_ddp(backend: str | None = None, timeout_s: float | None = None) -> DDP
     import torch
     import torch.distributed as dist
 
-    from ddpdoctor.smoke.launch import detect
+    from ddpdoctor.smoke.launch import detect, free_port
 
     rank_env = detect(os.environ)
     if rank_env is None:  # a plain `python train.py`: a world of one
-        rank, local, world, master, port = 0, 0, 1, "127.0.0.1", _free_port()
+        rank, local, world, master, port = 0, 0, 1, "127.0.0.1", free_port()
     else:
         rank, local, world = rank_env.rank, rank_env.local_rank, rank_env.world_size
         master, port = rank_env.master_addr, rank_env.master_port
@@ -78,13 +78,6 @@ def setup_ddp(backend: str | None = None, timeout_s: float | None = None) -> DDP
     if gpu:
         torch.cuda.empty_cache()
     return DDPContext(rank, local, world, backend, device)
-
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _CallableModule(types.ModuleType):

@@ -21,6 +21,7 @@ from ddpdoctor.smoke.plan import SmokeConfig
 FAKES = Path(__file__).resolve().parent / "fakes"
 sys.path.insert(0, str(FAKES))
 import pynvml as fake  # noqa: E402  (the fake: tests/fakes/pynvml.py)
+from test_smoke_run import TAG, _tagged  # noqa: E402
 
 MiB = 1 << 20
 U0, U1 = "GPU-aaaaaaaa-0000-0000-0000-000000000000", "GPU-bbbbbbbb-0000-0000-0000-000000000000"
@@ -154,19 +155,6 @@ def test_fix_that_does_not_move_the_memory_fails():
 
 # ---------------------------------------------------------------- a real run, fake NVML
 
-def _leftovers(tag):
-    out = []
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/environ", "rb") as f:
-                    if f"FAKE_PYNVML_TAG={tag}".encode() in f.read().split(b"\0"):
-                        out.append(int(p))
-            except OSError:
-                pass
-    return out
-
-
 def test_real_ranks_pids_are_attributed_from_nvml(tmp_path):
     tag = uuid.uuid4().hex
     foreign = subprocess.Popen(["sleep", "60"])
@@ -178,7 +166,7 @@ def test_real_ranks_pids_are_attributed_from_nvml(tmp_path):
                                    {"pid": foreign.pid, "used_mib": 300}]}]}
         path = tmp_path / "nvml.json"
         path.write_text(json.dumps(state))
-        env = {**os.environ, "FAKE_PYNVML_STATE": str(path), "FAKE_PYNVML_TAG": tag,
+        env = {**os.environ, "FAKE_PYNVML_STATE": str(path), "FAKE_PYNVML_TAG": tag, TAG: tag,
                "PYTHONPATH": os.pathsep.join([str(FAKES), os.environ.get("PYTHONPATH", "")])}
         env.pop("CUDA_VISIBLE_DEVICES", None)
         p = subprocess.run([sys.executable, "-m", "ddpdoctor", "smoke", "--nproc", "2", "--quick", "--json",
@@ -195,7 +183,7 @@ def test_real_ranks_pids_are_attributed_from_nvml(tmp_path):
     (f402,) = by_id["DD402"]["findings"]
     assert f"pid {foreign.pid} (sleep)" in f402["message"] and "300 MiB" in f402["message"]
     assert by_id["DD403"]["status"] == "pass"
-    assert _leftovers(tag) == []
+    assert _tagged(tag) == []
 
 
 def test_fix_reruns_with_the_fix_and_reports_before_and_after(tmp_path):
@@ -211,7 +199,7 @@ def test_fix_reruns_with_the_fix_and_reports_before_and_after(tmp_path):
         {"uuid": U1, "procs": [{"pid": rank(1), "used_mib": 600}]}]}
     path = tmp_path / "nvml.json"
     path.write_text(json.dumps(state))
-    env = {**os.environ, "FAKE_PYNVML_STATE": str(path), "FAKE_PYNVML_TAG": tag,
+    env = {**os.environ, "FAKE_PYNVML_STATE": str(path), "FAKE_PYNVML_TAG": tag, TAG: tag,
            "PYTHONPATH": os.pathsep.join([str(FAKES), os.environ.get("PYTHONPATH", "")])}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     p = subprocess.run([sys.executable, "-m", "ddpdoctor", "smoke", "--nproc", "2", "--quick", "--fix", "--json",
@@ -226,4 +214,4 @@ def test_fix_reruns_with_the_fix_and_reports_before_and_after(tmp_path):
                     f"{report['host']} GPU 1: 600 MiB in 1 process(es) -> 600 MiB in 1"]
     fixed_pids = {r["pid"] for r in report["fix"]["ranks"]}
     assert fixed_pids and not fixed_pids & {r["pid"] for r in report["ranks"]}, "fresh processes for the re-run"
-    assert _leftovers(tag) == []
+    assert _tagged(tag) == []

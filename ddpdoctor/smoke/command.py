@@ -87,16 +87,10 @@ def _worker_env(cfg, rank_env, prefix: str) -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_standalone(cfg, n: int):
-    from ddpdoctor.smoke.launch import RankEnv
+    from ddpdoctor.smoke.launch import RankEnv, free_port
     from ddpdoctor.smoke.supervise import Supervisor, WorkerProc
-    port = _free_port()
+    port = free_port()
     prefix = f"ddpdoctor/r{2 if cfg.fix_round else 1}"
     workers = [WorkerProc(r, _worker_env(cfg, RankEnv("standalone", r, n, r, n, "127.0.0.1", port), prefix))
                for r in range(n)]

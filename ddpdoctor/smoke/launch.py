@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import socket
 from typing import Mapping
 
 from ddpdoctor.validate import BadInput, validate_host, validate_port
@@ -132,3 +133,10 @@ def detect(env: Mapping[str, str]) -> RankEnv | None:
     if out.local_rank >= max(out.local_world_size, 1) and out.launcher != "env":
         raise BadInput(f"local rank {out.local_rank} is outside the {out.local_world_size} processes of this node")
     return out
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (the kernel picks it), for a group we start ourselves."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
