@@ -115,3 +115,263 @@ def job_gpus_idle(ctx):
                           evidence=ev)
     if clean:
         yield Finding(Severity.INFO, f"GPU(s) {','.join(want)} idle")
+
+
+# ----------------------------------------------------------------------------- ddpdoctor cluster
+
+def _port_text(state: str, error: str = "") -> str:
+    from ddpdoctor.checks.reachability import _STATE_TEXT
+    if state == "wrong-host":
+        return "another host answers"
+    return _STATE_TEXT.get(state, error or state)
+
+
+def _addr_of(ctx, i: int) -> str:
+    addrs = ctx.own_addrs(i)
+    return addrs[0] if addrs else "<addr of " + ctx.names[i] + ">"
+
+
+def _grouped(ctx, pairs, key):
+    """{(dst, key(pair)): [src, ...]}: one finding per receiving node and failure, naming every sender."""
+    groups: dict = {}
+    for p in pairs:
+        groups.setdefault((p.dst, key(p)), []).append(p.src)
+    return groups
+
+
+@check("DD711", "every node of the run reported", category="slurm", tags={"cluster"}, timeout=2)
+def every_node_reported(ctx):
+    """## What it checks
+    Every node of the allocation (`srun -N N`) or of the torchrun job published its results in the
+    store on the first node before the deadline. A node that did not is named, with what the other
+    nodes saw of it: its listener answered (it runs, but cannot reach the store), or nobody reached it.
+
+    ## Why it matters
+    A node that cannot take part in a 10-second check will not take part in the training job either:
+    rendezvous waits for it until `RendezvousTimeoutError`, or `init_process_group` until its timeout.
+
+    ## Fix
+    Look at that node's own output (srun shows each task's lines), and exclude it
+    (`srun --exclude=$(cat failing_nodes)`) until it is repaired.
+    """
+    if not ctx.missing:
+        yield Finding(Severity.INFO, f"all {ctx.world} node(s) reported in {ctx.elapsed_s:.1f} s")
+        return
+    for j in ctx.missing:
+        name = ctx.names[j]
+        rec = ctx.records.get(j)
+        seen = ctx.seen_by(j)
+        if rec and rec.get("unfinished"):
+            msg = f"{name} said hello but did not finish its probes within the deadline"
+            hint = "it is very slow or stuck (a hung name lookup, an overloaded node)"
+        elif seen:
+            msg = f"{name} never reported, but its listener answered {ctx.label(seen)}"
+            hint = f"it runs, and cannot reach the store at {ctx.store} (see its own output)"
+        else:
+            msg = f"{name} never reported, and no node reached it"
+            hint = "it did not start, crashed, or is unreachable from every node"
+        yield Finding(Severity.ERROR, msg, hint=hint,
+                      fix=Fix(f"look at {name}'s own output, and exclude it until it is repaired",
+                              (f"srun --exclude={name} ...",)),
+                      evidence={"node": name, "seen_by": [ctx.names[i] for i in seen]})
+
+
+@check("DD712", "every node resolves every other node's name", category="slurm", tags={"cluster"}, timeout=2)
+def names_resolve_everywhere(ctx):
+    """## What it checks
+    Every node resolves the names of the peers it probes (all of them for up to 17 nodes) to one of
+    that peer's own addresses, and the ddpdoctor that answers there is that peer.
+
+    ## Why it matters
+    torchrun and `MASTER_ADDR` name the rendezvous host; Gloo and NCCL exchange addresses and
+    hostnames. A name that does not resolve on one node (`socket.gaierror`), or resolves to a stale
+    address of another machine, fails or hangs the job on that node only.
+
+    ## Fix
+    Make the cluster's names resolve the same on every node: one /etc/hosts everywhere, or DNS.
+    """
+    pairs = ctx.pairs()
+    for (j, err), srcs in _grouped(ctx, [p for p in pairs if p.kind == "N"],
+                                  lambda p: p.probe.get("resolve_error", "")).items():
+        yield Finding(Severity.ERROR, f"{ctx.names[j]} does not resolve on {ctx.label(srcs)}: {err}",
+                      fix=Fix(f"add {ctx.names[j]} to /etc/hosts (or DNS) on {ctx.label(srcs)}",
+                              (f"echo '{_addr_of(ctx, j)} {ctx.names[j]}' | sudo tee -a /etc/hosts",)),
+                      evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs]})
+    for p in pairs:
+        if p.kind == "W":
+            who = p.probe.get("rdzv", {}).get("answered_by", "?")
+            yield Finding(Severity.ERROR,
+                          f"on {ctx.names[p.src]}, {ctx.names[p.dst]} resolves to {p.probe.get('addr')}, where {who} answers",
+                          hint="a stale /etc/hosts line or DNS record points the name at another machine",
+                          fix=Fix(f"correct {ctx.names[p.dst]}'s entry on {ctx.names[p.src]}",
+                                  (f"getent ahosts {ctx.names[p.dst]}   # on {ctx.names[p.src]}",)),
+                          evidence={"node": ctx.names[p.dst], "on": ctx.names[p.src], "addr": p.probe.get("addr")})
+    for i in range(ctx.world):
+        for j_s, p in ((ctx.records.get(i) or {}).get("probes") or {}).items() if ctx.finished(i) else ():
+            j = int(j_s)
+            own = ctx.own_addrs(j)
+            if p.get("addr") and own and p["addr"] not in own and ctx.cell(i, j) not in ("W",):
+                yield Finding(Severity.ERROR,
+                              f"on {ctx.names[i]}, {ctx.names[j]} resolves to {p['addr']}, not one of its addresses "
+                              f"({', '.join(own)})",
+                              fix=Fix(f"correct {ctx.names[j]}'s entry on {ctx.names[i]}",
+                                      (f"getent ahosts {ctx.names[j]}   # on {ctx.names[i]}",)),
+                              evidence={"node": ctx.names[j], "on": ctx.names[i], "addr": p["addr"], "own": own})
+
+
+@check("DD713", "every pair of nodes connects on the rendezvous port", category="slurm", tags={"cluster"}, timeout=2)
+def pairs_connect_on_rendezvous_port(ctx):
+    """## What it checks
+    A TCP connect, and the ddpdoctor handshake, from each node to each peer it probes on the
+    rendezvous port (`--port`, 29400 by default: torchrun's c10d rendezvous). Failures are named by
+    pair, `sender → receiver`, with how the connect ended (refused, no answer, unreachable).
+
+    ## Why it matters
+    Only the rendezvous host's port must be open for rendezvous, but a firewall that drops it
+    between two nodes is usually a per-host rule that breaks other ports too, and any node can be
+    the first node of the next job. A drop shows up as a rendezvous timeout after many minutes.
+
+    ## Fix
+    Accept TCP from the cluster's subnet on the receiving node's firewall (the commands name the pair).
+    """
+    port = ctx.port
+    bad = [p for p in ctx.pairs() if p.kind in ("R", "X")]
+    for (j, state), srcs in _grouped(ctx, bad, lambda p: (p.probe.get("rdzv") or {}).get("state", "")).items():
+        cmds = tuple(f"sudo iptables -I INPUT -p tcp -s {_addr_of(ctx, i)} --dport {port} -j ACCEPT   # on {ctx.names[j]}"
+                     for i in srcs[:4])
+        yield Finding(Severity.ERROR, f"{ctx.label(srcs)} → {ctx.names[j]}: port {port}: {_port_text(state)}",
+                      hint=f"{len(srcs)} node(s) cannot open {ctx.names[j]}:{port}",
+                      fix=Fix(f"accept TCP port {port} from the other nodes on {ctx.names[j]}", cmds),
+                      evidence={"receiver": ctx.names[j], "senders": [ctx.names[i] for i in srcs], "state": state,
+                                "port": port})
+    for i in range(ctx.world):
+        err = (ctx.records.get(i) or {}).get("port_error")
+        if err:
+            yield Finding(Severity.ERROR if i == 0 else Severity.WARNING,
+                          f"port {port} is {err} on {ctx.names[i]}"
+                          + (": the rendezvous host cannot serve it" if i == 0 else ""),
+                          fix=Fix(f"find what holds port {port} on {ctx.names[i]}", (f"ss -ltnp 'sport = :{port}'",)))
+    if not bad:
+        probed = sum(1 for i in range(ctx.world) for j in range(ctx.world) if i != j and ctx.probe(i, j) is not None)
+        yield Finding(Severity.INFO, f"{probed} probe(s) reached port {port}")
+
+
+@check("DD714", "every pair of nodes connects on an ephemeral port", category="slurm", tags={"cluster"}, timeout=2)
+def pairs_connect_on_ephemeral_port(ctx):
+    """## What it checks
+    A TCP connect from each node to a port each peer holds open from its ephemeral range
+    (`/proc/sys/net/ipv4/ip_local_port_range`), the ports Gloo and NCCL connect on after rendezvous.
+
+    ## Why it matters
+    A firewall that passes only the rendezvous port lets the job start, then the first collective
+    hangs until the process-group timeout (10-30 min), naming no firewall.
+
+    ## Fix
+    Accept TCP on the ephemeral range from the other nodes (or trust the cluster's subnet).
+    """
+    bad = [p for p in ctx.pairs() if p.kind in ("E", "X") and (p.probe.get("eph") or {}).get("state") not in (None, "open")]
+    for (j, state), srcs in _grouped(ctx, bad, lambda p: (p.probe.get("eph") or {}).get("state", "")).items():
+        lo, hi = (ctx.records.get(j) or {}).get("eport_range") or (32768, 60999)
+        cmds = tuple(f"sudo iptables -I INPUT -p tcp -s {_addr_of(ctx, i)} --dport {lo}:{hi} -j ACCEPT   # on {ctx.names[j]}"
+                     for i in srcs[:4])
+        yield Finding(Severity.ERROR, f"{ctx.label(srcs)} → {ctx.names[j]}: ephemeral port: {_port_text(state)}",
+                      hint="rendezvous would succeed and the first Gloo/NCCL collective hang",
+                      fix=Fix(f"accept TCP ports {lo}-{hi} from the other nodes on {ctx.names[j]}", cmds),
+                      evidence={"receiver": ctx.names[j], "senders": [ctx.names[i] for i in srcs], "state": state})
+
+
+@check("DD715", "each node's name resolves to the same address everywhere", category="slurm", tags={"cluster"}, timeout=2)
+def names_resolve_consistently(ctx):
+    """## What it checks
+    For every node, the address its name resolves to is the same on every node that resolved it.
+
+    ## Why it matters
+    Two nodes with different /etc/hosts (one image updated, one not) agree on nothing: one connects
+    to the right host, the other to a stale address, and only the ranks on that node hang.
+
+    ## Fix
+    Distribute one /etc/hosts (or use DNS) so every node resolves every name alike.
+    """
+    for j, by_addr in sorted(ctx.resolutions().items()):
+        if len(by_addr) > 1:
+            parts = "; ".join(f"{a} on {ctx.label(srcs)}" for a, srcs in sorted(by_addr.items(), key=lambda kv: -len(kv[1])))
+            yield Finding(Severity.ERROR, f"{ctx.names[j]} resolves differently: {parts}",
+                          fix=Fix("make /etc/hosts (or DNS) agree on every node",
+                                  (f"srun -N {ctx.world} getent ahosts {ctx.names[j]}",)),
+                          evidence={"node": ctx.names[j], "addresses": {a: [ctx.names[i] for i in s] for a, s in by_addr.items()}})
+
+
+_MUST_AGREE = ("torch", "nccl", "cuda")
+
+
+@check("DD716", "torch, NCCL, driver and Python versions agree", category="slurm", tags={"cluster"}, timeout=2)
+def versions_agree(ctx):
+    """## What it checks
+    The torch, NCCL, CUDA, NVIDIA driver, Python and ddpdoctor versions every node reports.
+
+    ## Why it matters
+    Nodes on different torch or NCCL versions fail in init or in the first collective (`NCCL
+    version mismatch`, unpickling errors in the store, different collective algorithms that hang);
+    a different driver or Python is a sign of a node outside the image everyone else runs.
+
+    ## Fix
+    Install the same software on every node (one container image, one environment module).
+    """
+    drift = ctx.drift("versions")
+    for key, groups in sorted(drift.items()):
+        parts = "; ".join(f"{v} on {ctx.label(idx)}" for v, idx in sorted(groups.items(), key=lambda kv: -len(kv[1])))
+        yield Finding(Severity.ERROR if key in _MUST_AGREE else Severity.WARNING, f"{key} differs across nodes: {parts}",
+                      fix=Fix("run the same software on every node (one image or environment)"),
+                      evidence={"key": key, "values": {v: [ctx.names[i] for i in idx] for v, idx in groups.items()}})
+    if not drift and any(ctx.finished(i) for i in range(ctx.world)):
+        v = next(ctx.records[i]["versions"] for i in range(ctx.world) if ctx.finished(i))
+        yield Finding(Severity.INFO, "same everywhere: " + ", ".join(f"{k} {val}" for k, val in sorted(v.items())))
+
+
+_PER_NODE_OK = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA")
+
+
+@check("DD717", "NCCL_* and GLOO_* settings agree across nodes", category="slurm", tags={"cluster"}, timeout=2)
+def settings_agree(ctx):
+    """## What it checks
+    The `NCCL_*` and `GLOO_*` variables (and /etc/nccl.conf) every node's process sees. Interface
+    and HCA names may differ per node; anything else that differs is reported.
+
+    ## Why it matters
+    NCCL settings that differ between ranks (protocol, algorithm, buffer size, IB disabled on one
+    node) make ranks choose different paths: hangs and `unhandled system error`s that follow the node.
+
+    ## Fix
+    Set them in one place for every node (the job script, srun's environment, or one /etc/nccl.conf).
+    """
+    drift = ctx.drift("settings")
+    for key, groups in sorted(drift.items()):
+        parts = "; ".join(f"{v} on {ctx.label(idx)}" for v, idx in sorted(groups.items(), key=lambda kv: -len(kv[1])))
+        sev = Severity.INFO if key in _PER_NODE_OK else Severity.WARNING
+        yield Finding(sev, f"{key} differs across nodes: {parts}",
+                      fix=None if sev is Severity.INFO else Fix(f"set {key} alike on every node"),
+                      evidence={"key": key, "values": {v: [ctx.names[i] for i in idx] for v, idx in groups.items()}})
+
+
+@check("DD718", "every node passes its own node checks", category="slurm", tags={"cluster"}, timeout=2)
+def nodes_pass_local_checks(ctx):
+    """## What it checks
+    Each node ran the node-local checks of `ddpdoctor prolog` (its own name, interfaces,
+    `*_SOCKET_IFNAME`, /dev/shm, locked memory, its GPUs); their failures are listed per node.
+
+    ## Why it matters
+    One node with a small /dev/shm, a hostname on loopback or a busy GPU fails the whole job; the
+    cluster view names which one.
+
+    ## Fix
+    Follow each finding's fix on that node (`ddpdoctor explain DDnnn`), or exclude the node.
+    """
+    for i, results in sorted(ctx.local_failures().items()):
+        for r in results:
+            for f in r.get("findings", []):
+                if f.get("severity") == "error":
+                    fx = f.get("fix") or {}
+                    yield Finding(Severity.ERROR, f"{ctx.names[i]}: {r['id']} {f['message']}", hint=f.get("hint", ""),
+                                  fix=Fix(fx.get("summary", ""), tuple(fx.get("commands", ())), dict(fx.get("env", {})))
+                                  if fx else None,
+                                  evidence={"node": ctx.names[i], "check": r["id"]})

@@ -48,11 +48,12 @@ def job_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
 class PrologFacts(NetworkFacts):
     def __init__(self, env: Mapping[str, str] | None = None, config: SiteConfig | None = None, *,
                  hostname: str | None = None, shm_path: str = "/dev/shm",
-                 infiniband: str = "/sys/class/infiniband", nccl_conf: tuple[str, ...] = ("/etc/nccl.conf",)):
+                 infiniband: str = "/sys/class/infiniband", nccl_conf: tuple[str, ...] = ("/etc/nccl.conf",),
+                 nodes: list[str] | None = None):
         raw = dict(os.environ if env is None else env)
         self.config = config or SiteConfig()
         self.raw_env = raw
-        self.nodes = job_nodes(raw)
+        self.nodes = list(nodes) if nodes is not None else job_nodes(raw)
         host = hostname or socket.gethostname()
         # NCCL reads /etc/nccl.conf for variables the environment does not set: judge what NCCL will see.
         self.nccl_conf = system.read_nccl_conf(nccl_conf)

@@ -1,0 +1,128 @@
+"""`ddpdoctor cluster`: the whole allocation at once, under srun (or torchrun, one process per node).
+
+    srun -N 4 --ntasks-per-node=1 ddpdoctor cluster
+    srun --exclude=$(cat failing_nodes) ...      # the next job, without the nodes it named
+
+Every node probes its peers; the first node prints the reachability matrix, the findings of the
+DD71x checks and writes `passing_nodes` / `failing_nodes` (Slurm hostlists). The other nodes print
+nothing unless they cannot take part. torch is imported only for c10d's TCPStore.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import click
+
+from ddpdoctor.validate import BadInput, validate_port, validate_seconds
+
+DEFAULT_PORT = 29400
+
+
+def _default_port() -> int:
+    try:
+        return validate_port(os.environ.get("DDPDOCTOR_CLUSTER_PORT") or DEFAULT_PORT)
+    except BadInput:
+        return DEFAULT_PORT
+
+
+@click.command("cluster")
+@click.option("--port", metavar="PORT",
+              help=f"Rendezvous port every node listens on and probes. Default: {DEFAULT_PORT} (torchrun: MASTER_PORT+1).")
+@click.option("--store-port", metavar="PORT", help="Port of the TCPStore on the first node (srun). Default: PORT+1.")
+@click.option("--deadline", type=float, default=30.0, show_default=True,
+              help="Seconds until the first node reports; a node that has not reported by then is named missing.")
+@click.option("--probe-timeout", type=float, default=2.0, show_default=True, help="Seconds one lookup or connect may take.")
+@click.option("--max-peers", type=click.IntRange(1, 4096), default=16, show_default=True,
+              help="Peers each node probes: all of them up to this many, else ring neighbours, the first node and a sample.")
+@click.option("--seed", type=int, default=None, help="Seed of the peer sample (default: the job id).")
+@click.option("--out-dir", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Where the first node writes passing_nodes and failing_nodes.")
+@click.option("--config", "config_path", metavar="FILE", help="Site configuration for the node checks (default /etc/ddpdoctor.toml).")
+@click.option("--json", "json_out", is_flag=True, help="The first node prints only the JSON report.")
+@click.option("-v", "--verbose", is_flag=True, help="Informational findings in full.")
+def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir, config_path, json_out, verbose):
+    """Reachability matrix, name resolution and version drift across every node of an allocation.
+
+    \b
+    srun -N 8 --ntasks-per-node=1 ddpdoctor cluster
+    torchrun --nnodes=8 --nproc-per-node=1 --rdzv-backend=c10d --rdzv-endpoint=node1:29500 -m ddpdoctor cluster
+
+    Exit 0 when every node reported and every pair connects; 1 otherwise (on the first node).
+    """
+    from ddpdoctor.commands.common import emit
+    from ddpdoctor.slurm import cluster as cl
+    from ddpdoctor.slurm.command import _process_age
+
+    started = time.monotonic() - _process_age()
+    port_n = validate_port(port) if port is not None else None
+    store_n = validate_port(store_port) if store_port is not None else ((port_n or _default_port()) % 65535) + 1
+    deadline = validate_seconds(deadline, "--deadline", minimum=2, maximum=3600)
+    probe_timeout = validate_seconds(probe_timeout, "--probe-timeout", maximum=60)
+    launch = cl.detect_launch(os.environ, store_port=store_n)
+    if port_n is None:
+        # under torchrun the agent's store holds MASTER_PORT on the first node: probe the next port
+        port_n = (launch.store_port % 65535) + 1 if launch.mode == "torchrun" else _default_port()
+    if port_n == launch.store_port:
+        raise BadInput(f"--port {port_n} is the store's port; pick another")
+    if not launch.representative:
+        sys.exit(0)  # another task on this node speaks for it
+    if seed is None:
+        digits = "".join(ch for ch in launch.run_id if ch.isdigit())
+        seed = int(digits[:9]) if digits else 0
+    opts = cl.Options(port=port_n, store_port=store_n, deadline=deadline, probe_timeout=probe_timeout,
+                      max_peers=max_peers, seed=seed, config_path=config_path)
+    run = cl.run_node(launch, opts, started=started)
+    if launch.index != 0:
+        if run.error:
+            click.echo(f"ddpdoctor cluster: {launch.node} could not take part: {run.error}", err=True)
+            sys.exit(1)
+        sys.exit(0)
+    if run.error and not run.gathered:
+        click.echo(f"ddpdoctor cluster: the first node ({launch.node}) could not gather: {run.error}", err=True)
+        sys.exit(1)
+
+    from ddpdoctor import registry, runner
+    from ddpdoctor.model import Report
+
+    view = cl.ClusterView(run.gathered, launch.world, names=launch.names, port=port_n,
+                          store=f"{launch.store_host}:{store_n}", elapsed_s=time.monotonic() - started)
+    checks = registry.select("cluster")
+    results = runner.run_checks(checks, view, deadline=10)
+    passing, failing = view.label(view.passing()), view.label(view.failing())
+    files, file_error = _write_lists(out_dir, passing, failing)
+    text = [view.matrix_text(), ""]
+    text.append(f"passing nodes: {passing or '(none)'}")
+    text.append(f"failing nodes: {failing or '(none)'}")
+    if files:
+        text.append(f"written: {files[0]}, {files[1]}"
+                    + (f"   (next job: srun --exclude=$(cat {files[1]}) ...)" if failing else ""))
+    if file_error:
+        text.append(f"could not write the node lists: {file_error}")
+    slow = sorted(((r.get("timing") or {}).get("total_s", 0), r.get("node", "?")) for r in view.records.values())
+    if slow:
+        text.append(f"per node: median {slow[len(slow) // 2][0]:.2f} s, slowest {slow[-1][1]} {slow[-1][0]:.2f} s")
+    extra = {"text": "\n".join(text), "cluster": {
+        "mode": launch.mode, "nodes": view.names, "port": port_n, "store": view.store,
+        "missing": [view.names[i] for i in view.missing], "passing": passing, "failing": failing,
+        "files": list(files), "max_peers": max_peers, "seed": seed,
+        "matrix": [[view.cell(i, j) for j in range(view.world)] for i in range(view.world)]
+        if view.world <= cl.MATRIX_MAX else None,
+        "timing": {view.names[i]: (view.records[i].get("timing") or {}) for i in sorted(view.records)},
+        "incoming_first_node": (view.records.get(0) or {}).get("incoming", [])}}
+    report = Report("cluster", view.hostname, tuple(results), time.monotonic() - started, extra=extra)
+    emit(report, json_out=json_out, verbose=verbose)
+
+
+def _write_lists(out_dir: str, passing: str, failing: str) -> tuple[tuple[str, ...], str]:
+    paths = (os.path.join(out_dir, "passing_nodes"), os.path.join(out_dir, "failing_nodes"))
+    try:
+        for path, value in zip(paths, (passing, failing)):
+            tmp = f"{path}.tmp{os.getpid()}"
+            with open(tmp, "w") as f:
+                f.write(value + "\n" if value else "")
+            os.replace(tmp, path)
+    except OSError as e:
+        return (), f"{out_dir}: {e.strerror or e}"
+    return paths, ""

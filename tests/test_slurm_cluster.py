@@ -1,0 +1,92 @@
+"""`srun -N N ddpdoctor cluster` in a real Slurm: it finds a port dropped between one pair of nodes,
+names the pair, and names a node that cannot reach the store as missing, within the deadline."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from slurmlab import DD, SlurmLab, SlurmUnavailable
+
+PORT, STORE_PORT = 29400, 29401
+
+
+@pytest.fixture
+def make_slurm(make_lab):
+    made = []
+
+    def factory(n):
+        lab = make_lab(("head", *(f"node{i}" for i in range(1, n + 1))))
+        try:
+            s = SlurmLab(lab)
+        except SlurmUnavailable as e:
+            if os.environ.get("DDPDOCTOR_REQUIRE_LAB") == "1":
+                pytest.fail(f"DDPDOCTOR_REQUIRE_LAB=1 but Slurm is unavailable: {e}", pytrace=False)
+            pytest.skip(str(e))
+        made.append(s)
+        return lab, s
+
+    yield factory
+    for s in reversed(made):
+        s.close()
+
+
+def cluster(slurm, n, *args, deadline=30, timeout=90):
+    t0 = time.monotonic()
+    r = slurm.srun("-N", str(n), "--ntasks-per-node=1", *DD, "cluster", "--json", "--out-dir", str(slurm.dir),
+                   "--deadline", str(deadline), *args, timeout=timeout)
+    took = time.monotonic() - t0
+    report = json.loads(r.stdout)
+    lists = {name: (slurm.dir / name).read_text().strip() for name in ("passing_nodes", "failing_nodes")}
+    return r, report, lists, took
+
+
+def result(report, check_id):
+    (r,) = [r for r in report["results"] if r["id"] == check_id]
+    return r
+
+
+def failing(report):
+    return {r["id"] for r in report["results"] if r["status"] in ("fail", "timeout", "crash")}
+
+
+def drop(lab, node, src, port):
+    lab.iptables(node, "-A", "INPUT", "-s", lab.addr(src), "-p", "tcp", "--dport", str(port), "-j", "DROP")
+
+
+def test_two_nodes_pass_then_a_dropped_port_names_the_pair(make_slurm):
+    lab, slurm = make_slurm(2)
+    r, rep, lists, took = cluster(slurm, 2)
+    assert r.returncode == 0 and rep["exit_code"] == 0, r.stderr
+    assert failing(rep) == set()
+    assert rep["cluster"]["matrix"] == [["-", "ok"], ["ok", "-"]]
+    assert lists == {"passing_nodes": "node[1-2]", "failing_nodes": ""}
+
+    drop(lab, "node2", "node1", PORT)  # node2's firewall drops node1's connections to the rendezvous port
+    r, rep, lists, took = cluster(slurm, 2)
+    assert r.returncode != 0 and failing(rep) == {"DD713"}
+    (f,) = result(rep, "DD713")["findings"]
+    assert f["message"] == f"node1 → node2: port {PORT}: no answer: a firewall silently drops the packets"
+    assert rep["cluster"]["matrix"] == [["-", "R"], ["ok", "-"]]
+    assert lists == {"passing_nodes": "node1", "failing_nodes": "node2"}
+    assert took < 30  # the filtered probe costs its 2 s timeout, not a rendezvous timeout
+
+
+def test_four_nodes_name_the_broken_pair_and_the_node_that_never_reports(make_slurm):
+    lab, slurm = make_slurm(4)
+    drop(lab, "node3", "node2", PORT)        # one pair: node2 -> node3 on the rendezvous port
+    drop(lab, "node1", "node4", STORE_PORT)  # node4 cannot reach the store on the first node
+    deadline = 16
+    r, rep, lists, took = cluster(slurm, 4, deadline=deadline)
+    assert "node4 could not take part: could not reach the store at node1:29401" in r.stderr
+    assert failing(rep) == {"DD711", "DD713"}
+    (m,) = result(rep, "DD711")["findings"]
+    assert m["message"] == "node4 never reported, but its listener answered node[1-3]"
+    (f,) = result(rep, "DD713")["findings"]
+    assert f["message"] == f"node2 → node3: port {PORT}: no answer: a firewall silently drops the packets"
+    assert rep["cluster"]["missing"] == ["node4"]
+    assert rep["cluster"]["matrix"][1][2] == "R" and rep["cluster"]["matrix"][3] == ["?", "?", "?", "-"]
+    assert lists == {"passing_nodes": "node[1-2]", "failing_nodes": "node[3-4]"}
+    assert took < deadline + 12  # named within the deadline (plus start-up and teardown)
