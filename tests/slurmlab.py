@@ -15,6 +15,8 @@ Layout (Debian's slurm-wlm 22.05 packages, nothing installed or changed on the h
   own address and ports, as on a real cluster. munge's socket is a file, reached from every node;
 * ``proctrack/linuxproc``, ``task/none`` and ``SlurmdParameters=config_overrides`` (every node
   declares CPUs=1 whatever the host has): no cgroups are needed or touched;
+* ``gpus=N`` declares N gres GPUs per node (gres.conf over fake device files): Slurm allocates them
+  and names them in the Prolog's SLURM_JOB_GPUS; NVML itself is tests/fakes/pynvml.py;
 * ``Prolog=`` and ``TaskProlog=`` always point at two scripts that do nothing until a test
   writes them (``set_prolog`` / ``set_task_prolog``): slurmd reads the script again on every job,
   so a test switches hooks without reconfiguring Slurm.
@@ -30,6 +32,7 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -85,7 +88,7 @@ def hook_script(argv: Sequence[str], env: Mapping[str, str] | None = None) -> st
 
 class SlurmLab:
     def __init__(self, lab: Lab, *, head: str = "head", computes: Sequence[str] | None = None,
-                 prolog_flags: str = "", conf_extra: str = "", start_timeout: float = 30.0):
+                 prolog_flags: str = "", conf_extra: str = "", gpus: int = 0, start_timeout: float = 30.0):
         ok, why = slurm_available()
         if not ok:
             raise SlurmUnavailable(why)
@@ -98,7 +101,7 @@ class SlurmLab:
         self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{lab.id}-"))
         (self.dir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "start": _proc_start_time(os.getpid())}))
         try:
-            self._write_config(prolog_flags, conf_extra)
+            self._write_config(prolog_flags, conf_extra, gpus)
             self._start(start_timeout)
         except BaseException:
             self.close()
@@ -114,7 +117,7 @@ class SlurmLab:
         """What a Slurm client command needs (SLURM_CONF); given to every command run through this lab."""
         return {"SLURM_CONF": str(self.conf)}
 
-    def _write_config(self, prolog_flags: str, conf_extra: str) -> None:
+    def _write_config(self, prolog_flags: str, conf_extra: str, gpus: int) -> None:
         d = self.dir
         for sub in ("state", "spool", "log"):
             (d / sub).mkdir()
@@ -128,7 +131,18 @@ class SlurmLab:
             p.chmod(0o755)
         (d / "plugstack.conf").write_text("")
         (d / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n")
-        nodes = "\n".join(f"NodeName={n} NodeAddr={self.lab.addr(n)} CPUs=1 RealMemory=100 State=UNKNOWN"
+        gres = ""
+        if gpus:
+            # `gpus` GPUs per node as gres: Slurm hands them out and names them in SLURM_JOB_GPUS. The
+            # files are character devices with NVIDIA's major number that nothing ever opens
+            # (task/none constrains no devices); the GPUs themselves come from tests/fakes/pynvml.py.
+            (d / "dev").mkdir()
+            for i in range(gpus):
+                os.mknod(d / "dev" / f"nvidia{i}", 0o600 | stat.S_IFCHR, os.makedev(195, i))
+            (d / "gres.conf").write_text(f"Name=gpu File={d / 'dev'}/nvidia[0-{gpus - 1}]\n")
+            gres = f" Gres=gpu:{gpus}"
+            conf_extra = f"GresTypes=gpu\n{conf_extra}"
+        nodes = "\n".join(f"NodeName={n} NodeAddr={self.lab.addr(n)} CPUs=1 RealMemory=100{gres} State=UNKNOWN"
                           for n in self.computes)
         self.conf.write_text(f"""# written by tests/slurmlab.py for lab {self.lab.id}
 ClusterName=lab{self.lab.id}

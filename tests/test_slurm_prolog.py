@@ -89,3 +89,33 @@ def test_a_ddpdoctor_crash_does_not_drain_unless_strict(make_slurm):
     r = slurm.srun("-N", "1", "-w", "node2", "hostname", timeout=60)
     assert r.returncode != 0
     assert slurm.nodes()["node2"] == ("drained", "Prolog error")
+
+
+def test_a_gpu_still_busy_from_an_earlier_job_drains_the_node_until_the_process_is_gone(make_slurm):
+    # Slurm hands out gres GPUs and names them in the Prolog's SLURM_JOB_GPUS; NVML is the fake
+    # (tests/fakes/pynvml.py), which puts a real leftover process of node2 on node2's GPU 0.
+    lab, slurm = make_slurm(("node1", "node2"), gpus=2)
+    leftover = lab.popen("node2", ["sleep", "600"], env={"LEFTOVER_OF_JOB": "41"})
+    for node, procs in (("node1", []), ("node2", [{"pid": {"env": {"LEFTOVER_OF_JOB": "41"}}, "used_mib": 12288}])):
+        state = {"driver": "550.54.15", "gpus": [{"uuid": f"GPU-{node}-0", "base_mib": 300, "procs": procs},
+                                                 {"uuid": f"GPU-{node}-1", "base_mib": 300, "procs": []}]}
+        (slurm.dir / f"nvml-{node}.json").write_text(json.dumps(state))
+    fakes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakes")
+    argv = " ".join(prolog_argv(slurm, "--drain"))
+    slurm.prolog_path.write_text(f"#!/bin/sh\nexport PYTHONPATH={fakes}\n"
+                                 f"export FAKE_PYNVML_STATE={slurm.dir}/nvml-$SLURMD_NODENAME.json\nexec {argv}\n")
+
+    r = slurm.srun("-N", "2", "--gres=gpu:1", "printenv", "CUDA_VISIBLE_DEVICES", timeout=60)
+    assert r.returncode != 0
+    slurm.wait_idle(["node1"])
+    state, reason = slurm.nodes()["node2"]
+    assert state.startswith("drain")
+    assert reason == f"ddpdoctor: DD702 GPU 0 already runs 1 process(es) before the job starts: pid {leftover.pid} sleep (12 GiB)"
+    rep = reports(slurm)
+    assert [r["status"] for r in rep["node1"]["results"] if r["id"] in ("DD701", "DD702")] == ["pass", "pass"]
+
+    # the fix the finding gives, then the node goes back into service and the job runs
+    lab.kill(leftover)
+    slurm.resume("node2")
+    r = slurm.srun("-N", "2", "--gres=gpu:1", "printenv", "CUDA_VISIBLE_DEVICES", timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["0", "0"], r.stderr
