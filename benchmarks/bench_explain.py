@@ -37,26 +37,31 @@ def corpus() -> list[tuple[Path, str]]:
 
 
 def accuracy(verbose: bool) -> dict:
-    top1 = top3 = n = none_ok = none_n = 0
+    """Top-1/top-3 per origin of the logs: "lab" (real captures) and "excerpt" (written from templates)."""
+    by: dict[str, dict[str, int]] = {}
+    clean_n = clean_ok = 0
     misses = []
     for path, expect in corpus():
         with open(path, "rb") as f:
             ids = [d.failure.id for d in explain_stream(f, str(path)).diagnoses]
         if expect == "none":
-            none_n += 1
-            none_ok += not ids
+            clean_n += 1
+            clean_ok += not ids
             if ids:
                 misses.append((path, expect, ids[:3]))
             continue
-        n += 1
-        top1 += bool(ids) and ids[0] == expect
-        top3 += expect in ids[:3]
+        origin = path.name.split("-", 1)[0]
+        c = by.setdefault(origin, {"logs": 0, "top1": 0, "top3": 0})
+        c["logs"] += 1
+        c["top1"] += bool(ids) and ids[0] == expect
+        c["top3"] += expect in ids[:3]
         if not ids or ids[0] != expect:
             misses.append((path, expect, ids[:3]))
     if verbose:
         for path, expect, got in misses:
             print(f"  miss: {path.relative_to(LOGS)}: want {expect}, got {got or 'nothing'}")
-    return {"logs": n, "top1": top1, "top3": top3, "clean_logs": none_n, "clean_ok": none_ok,
+    total = {k: sum(c[k] for c in by.values()) for k in ("logs", "top1", "top3")}
+    return {"by_origin": by, "total": total, "clean_logs": clean_n, "clean_ok": clean_ok,
             "failure_ids": len({e for _, e in corpus() if e != "none"})}
 
 
@@ -133,12 +138,13 @@ def main() -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="list the logs that miss top-1")
     a = ap.parse_args()
     acc = accuracy(a.verbose)
-    n = acc["logs"] or 1
-    print(f"corpus: {acc['logs']} failure logs covering {acc['failure_ids']} failure ids, "
-          f"{acc['clean_logs']} clean logs")
-    print(f"top-1 accuracy: {acc['top1']}/{acc['logs']} = {acc['top1'] / n:.1%}")
-    print(f"top-3 accuracy: {acc['top3']}/{acc['logs']} = {acc['top3'] / n:.1%}")
-    print(f"clean logs without a diagnosis: {acc['clean_ok']}/{acc['clean_logs']}")
+    t = acc["total"]
+    print(f"corpus: {t['logs']} failure logs covering {acc['failure_ids']} failure ids, {acc['clean_logs']} clean logs")
+    for origin, c in sorted(acc["by_origin"].items()) + [("all", t)]:
+        n = c["logs"] or 1
+        print(f"  {origin:<8} top-1 {c['top1']:>3}/{c['logs']:<3} = {c['top1'] / n:6.1%}   "
+              f"top-3 {c['top3']:>3}/{c['logs']:<3} = {c['top3'] / n:6.1%}")
+    print(f"  clean logs without a diagnosis: {acc['clean_ok']}/{acc['clean_logs']}")
     if not a.no_throughput:
         t = throughput(a.size_mb)
         print(f"throughput: {t['mb']:.0f} MB, {t['lines']:,} lines in {t['seconds']:.2f} s = {t['mb_per_s']:.0f} MB/s "

@@ -108,6 +108,10 @@ MODES = (
                               "(pid: 291) of binary: /usr/bin/python"),
             Signature(r"Signal 7 \(SIGBUS\) received by PID", 0.75,
                       example="  traceback : Signal 7 (SIGBUS) received by PID 291"),
+            Signature(r"unable to allocate shared memory\(shm\) for file <[^>]*>: No space left on device", 0.9,
+                      example="RuntimeError: unable to allocate shared memory(shm) for file </torch_13895_3252141513_0>: "
+                              "No space left on device (28)",
+                      note="a DataLoader worker could not put a batch into /dev/shm"),
             Signature(r"unable to write to file </torch_\S+>: No space left on device", 0.8,
                       example="RuntimeError: unable to write to file </torch_1234_567_0>: No space left on device (28)"),
         ),

@@ -88,7 +88,7 @@ MODES = (
                               "(errno: 110 - Connection timed out).",
                       note="connections to {host}:{port} got no answer (dropped by a firewall, or the host is down)"),
         ),
-        checks=("DD102", "DD104", "DD205", "DD101", "DD803"),
+        checks=("DD102", "DD104", "DD205", "DD101", "DD803", "DD713"),
         confirm="ddpdoctor network --master {master} --port {port}",
         preflight="DD102 connects to the rendezvous port from a worker; DD104 checks the route and DD205 the name.",
         related=("RDZV_HOST_NOT_SELF_RECOGNIZED", "FIREWALL_BLOCKS_PORTS", "K8S_DNS_NOT_READY", "HOSTNAME_UNRESOLVABLE"),

@@ -44,9 +44,9 @@ MODES = (
         signatures=(
             Signature(S.NCCL_BAD_FAMILY, 0.45, SYMPTOM, example=S.NCCL_BAD_FAMILY_EX),
         ),
-        checks=("DD504",),
-        confirm="torchrun --nnodes=<N> ... -m ddpdoctor smoke --quick --select DD504",
-        preflight="DD504 (smoke) compares torch, CUDA, NCCL and driver versions across ranks.",
+        checks=("DD504", "DD716"),
+        confirm="srun -N <nodes> --ntasks-per-node=1 ddpdoctor cluster   (DD716: versions agree)",
+        preflight="DD716 (cluster) and DD504 (smoke) compare torch, CUDA, NCCL and driver versions across nodes.",
         related=("NCCL_SOCKET_IFNAME_NOT_FOUND",),
         sources=("NVIDIA/nccl#1267", "NVIDIA/nccl#286", "pytorch/pytorch#122571"),
     ),

@@ -50,10 +50,10 @@ MODES = (
             Signature(S.NCCL_SYSTEM_ERROR, 0.15, SYMPTOM, example=S.NCCL_SYSTEM_ERROR_EX,
                       trigger=S.NCCL_SYSTEM_ERROR_TRIGGER),
         ),
-        checks=("DD102", "DD103", "DD501"),
+        checks=("DD102", "DD103", "DD713", "DD714", "DD501"),
         confirm="ddpdoctor network --master {master} --port {port}   (with `ddpdoctor network --listen` on the master)",
         preflight="DD102 probes the rendezvous port and DD103 an ephemeral port of the master, the two paths a "
-                  "firewall treats differently.",
+                  "firewall treats differently; DD713/DD714 do the same between every pair of nodes of an allocation.",
         related=("RDZV_ENDPOINT_UNREACHABLE", "NCCL_WRONG_INTERFACE_AUTOSELECTED"),
         sources=("NVIDIA/nccl#352", "NVIDIA/nccl#388", "hiyouga/LlamaFactory#8045", "huggingface/transformers#14878"),
     ),
@@ -82,7 +82,7 @@ MODES = (
                               "(errno: 97 - Address family not supported by protocol).",
                       note="IPv6 is off on this host; c10d falls back to IPv4, so this alone is not the failure"),
         ),
-        checks=("DD201", "DD203"),
+        checks=("DD201", "DD203", "DD715"),
         confirm="ddpdoctor network --master {master}   (compare the addresses each node resolves)",
         preflight="DD201/DD203 show what the hostname resolves to; comparing families across nodes is proposed "
                   "(DD2xx).",
@@ -161,7 +161,7 @@ MODES = (
             Signature(r"NET/Socket : no interface found", 0.8, example="NCCL WARN NET/Socket : no interface found"),
             Signature(S.NCCL_BAD_FAMILY, 0.45, SYMPTOM, example=S.NCCL_BAD_FAMILY_EX),
         ),
-        checks=("DD301", "DD505"),
+        checks=("DD301", "DD505", "DD717"),
         confirm="ddpdoctor network --select DD301",
         preflight="DD301 matches the value against this node's interfaces with NCCL's grammar.",
         related=("NCCL_VERSION_MISMATCH_ACROSS_NODES", "NCCL_WRONG_INTERFACE_AUTOSELECTED"),
@@ -233,6 +233,12 @@ MODES = (
                       r"\[(?P<peer>[^\]]+)\]", 0.55, SYMPTOM,
                       example="RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by "
                               "peer [10.0.0.2]:61535",
+                      note="the peer at {peer} went away"),
+            Signature(r"Error: \[[^\]]*gloo/transport/tcp/[\w.]+:\d+\] Read error \[(?P<peer>[^\]]+)\]:\d+: "
+                      r"Connection (?:closed|reset) by peer", 0.55, SYMPTOM,
+                      example="RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+                              "[10.0.0.1]:14043: Connection reset by peer. This is typically caused by a remote worker "
+                              "hanging or bugs in the application.",
                       note="the peer at {peer} went away"),
         ),
         checks=("DD501",),

@@ -51,6 +51,8 @@ FACTS = (
                  "remote=[::ffff:10.0.0.1]:29400): Broken pipe"),
     # Static rendezvous (LOGLEVEL=INFO): every agent prints its node rank once the rendezvous completes.
     Fact("group_rank", r"\bgroup_rank=(?P<rank>\d+)", example="  group_rank=0"),
+    # ... and its launch configuration the rank it was given (`--node-rank`).
+    Fact("group_rank", r"rdzv_configs\s*: \{'rank': (?P<rank>\d+)", example="  rdzv_configs : {'rank': 0, 'timeout': 900}"),
     # NCCL announces its version at init (NCCL_DEBUG=INFO) and in every error message.
     Fact("nccl_version", r"NCCL version (?P<v>\d+\.\d+\.\d+)", example="node1:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1"),
     # torchrun's summary of a failed job (torch/distributed/elastic/multiprocessing/errors).

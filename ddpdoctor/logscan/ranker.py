@@ -6,8 +6,9 @@ independent evidence (1 - prod(1 - w)), plus what the cross-line rules below add
 * consequences (collective timeouts, a dead store host, a generic NCCL system error) are demoted
   when the log also shows a root cause, and say which one;
 * failure modes seen only through clues (INFO lines) are dropped when the log shows no failure;
-* order: confidence in steps of 0.1, then the earliest evidence line — the first specific error
-  is usually the cause and what follows its consequence.
+* order: by confidence, except that of two diagnoses within 0.05 of each other the one with the
+  earlier evidence goes first — the first specific error is usually the cause and what follows
+  its consequence.
 
 Cross-line rules (each cites why):
 * different run ids across nodes -> RDZV_ID_MISMATCH (torchrun generates a random run_id when
@@ -26,7 +27,6 @@ Cross-line rules (each cites why):
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -38,6 +38,7 @@ KEEP_VALUES = 64     # distinct captured values kept per signature / fact
 MIN_CONFIDENCE = 0.2
 MAX_CONFIDENCE = 0.97
 CLUE_ONLY_MAX = 0.3
+CLOSE = 0.05
 LOCALHOST = {"localhost", "127.0.0.1", "::1"}
 
 
@@ -207,18 +208,27 @@ _RDZV_CONN_SIG = "RendezvousConnectionError: The connection"
 _NAME_SIGS = ("network addresses of", "host not found")
 
 
+def _unresolved_hosts(col: Collector) -> set[str]:
+    out: set[str] = set()
+    for (fid, _), st in col.sigs.items():
+        if any(k in st.signature.pattern for k in _NAME_SIGS):
+            out |= {g.get("host", "").strip() for g, _, _ in st.values if g.get("host")}
+    return out
+
+
 def _explained(col: Collector) -> tuple[set[tuple[str, int]], dict[str, list[str]]]:
     """Signature hits that are consequences of other lines in the same log, and notes for the causes.
 
     * A connect to host H that timed out, when H itself did not resolve: the lookup failure is the
       cause (c10d retries the lookup until its timeout, then reports the connect timeout).
     * RendezvousConnectionError after `Connection was likely closed`: the store existed and went away.
+    * Peers refused at 127.0.0.1 after Gloo warned it could not resolve the hostname: Gloo's fallback
+      address, so the hostname not resolving is the cause (ProcessGroupGloo createDefaultDevice).
     """
-    unresolved: set[str] = set()
-    for (fid, _), st in col.sigs.items():
-        if any(k in st.signature.pattern for k in _NAME_SIGS):
-            unresolved |= {g.get("host", "").strip() for g, _, _ in st.values if g.get("host")}
+    unresolved = _unresolved_hosts(col)
     store_gone = any(fid == "RDZV_STORE_HOST_EXITED" for fid, _ in col.sigs)
+    gloo_fallback = any(fid == "HOSTNAME_UNRESOLVABLE" and "Unable to resolve hostname" in st.signature.pattern
+                        for (fid, _), st in col.sigs.items())
     out: set[tuple[str, int]] = set()
     notes: dict[str, list[str]] = {}
     for key, st in col.sigs.items():
@@ -230,6 +240,11 @@ def _explained(col: Collector) -> tuple[set[tuple[str, int]], dict[str, list[str
             notes["HOSTNAME_UNRESOLVABLE"] = [f"the connection to {host} timed out because {host} does not resolve"]
         elif _RDZV_CONN_SIG in pat and (store_gone or unresolved):
             out.add(key)
+        elif gloo_fallback and key[0] == "HOSTNAME_RESOLVES_TO_LOOPBACK" and st.values and \
+                all(g.get("addr") == "127.0.0.1" for g, _, _ in st.values):
+            out.add(key)  # Gloo's own fallback to 127.0.0.1 (the hostname did not resolve), not /etc/hosts
+            notes.setdefault("HOSTNAME_UNRESOLVABLE", []).append(
+                "peers were refused at 127.0.0.1: Gloo fell back to loopback because the hostname did not resolve")
     return out, notes
 
 
@@ -288,29 +303,43 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
                 d.confidence *= 0.6
                 d.consequence_of = top.failure.id
     out = [d for d in out if d.confidence >= MIN_CONFIDENCE]
-    out.sort(key=lambda d: (-math.floor(d.confidence * 10 + 1e-9), d.failure.kind == CONSEQUENCE, d.first_line,
-                            -d.confidence))
+    out.sort(key=lambda d: (-d.confidence, d.first_line))
+    # Among causes within CLOSE of each other, the earlier evidence goes first: the first specific error
+    # is usually the cause, and what follows it its fallout.
+    for _ in range(len(out)):
+        moved = False
+        for i in range(len(out) - 1):
+            a, b = out[i], out[i + 1]
+            if (a.failure.kind == b.failure.kind and a.confidence - b.confidence <= CLOSE
+                    and b.first_line < a.first_line):
+                out[i], out[i + 1] = b, a
+                moved = True
+        if not moved:
+            break
     return out
 
 
 def _rules(col: Collector, add) -> None:
-    # Different run ids across nodes.
-    run_ids = col.fact_values("run_id", "id")
-    if len(run_ids) >= 2:
-        evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts.get("run_id", [])][:4]
-        add("RDZV_ID_MISMATCH", 0.85, f"the log shows {len(run_ids)} different run ids: {', '.join(run_ids[:4])}", evs)
-
     # A localhost endpoint and a rendezvous timeout: every node waited in a private rendezvous.
     local_eps = [v for v in col.facts.get("rdzv_endpoint", []) if v.value.get("host") in LOCALHOST]
     timeouts = col.sig_evidence(["RDZV_NODES_MISSING"], "RendezvousTimeoutError")
-    if local_eps and timeouts:
+    standalone = bool(local_eps and timeouts)
+    if standalone:
         v = local_eps[0]
         add("STANDALONE_WITH_MULTINODE", 0.8,
             f"the rendezvous endpoint is {v.value.get('host')} (--standalone), and the rendezvous timed out waiting "
             "for other nodes", [Evidence(v.line, v.text, v.host, v.rank)] + timeouts[:1])
 
+    # Different run ids across nodes.
+    run_ids = col.fact_values("run_id", "id")
+    if len(run_ids) >= 2 and not standalone:  # --standalone invents a run id per node: that explains them
+        evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts.get("run_id", [])][:4]
+        add("RDZV_ID_MISMATCH", 0.85, f"the log shows {len(run_ids)} different run ids: {', '.join(run_ids[:4])}", evs)
+
     # Nobody hosts the store: connect failures to the endpoint from several hosts, or from the endpoint itself.
-    store_fails = col.sig_values("RDZV_HOST_NOT_SELF_RECOGNIZED")
+    unresolved = _unresolved_hosts(col)
+    store_fails = [v for v in col.sig_values("RDZV_HOST_NOT_SELF_RECOGNIZED")
+                   if v[0].get("host", "").strip() not in unresolved]  # a name that did not resolve: DNS, not this
     if store_fails and "store_hosted" not in col.facts:
         hosts = {h for _, h, _ in store_fails if h}
         targets = {g.get("host") for g, _, _ in store_fails if g.get("host")}
@@ -324,17 +353,21 @@ def _rules(col: Collector, add) -> None:
                 f"{len(hosts)} hosts ({', '.join(sorted(hosts)[:4])}) all fail to reach the store, and none logs "
                 "that it hosts it", evs)
 
-    # Watchdog timeouts that disagree across ranks.
+    # Watchdog timeouts that disagree across ranks. Only when each rank reports one collective: a rank
+    # timing out at several sequence numbers belongs to several process groups, whose numbers differ anyway.
     wd = col.sig_values("NCCL_COLLECTIVE_TIMEOUT", "Watchdog")
-    seqs = {g.get("seq") for g, _, _ in wd if g.get("seq")}
-    ops = {g.get("op") for g, _, _ in wd if g.get("op")}
-    if len(seqs) >= 2:
+    per_rank: dict[object, set[tuple[str, str]]] = {}
+    for g, host, rank in wd:
+        per_rank.setdefault((host, rank), set()).add((g.get("seq", ""), g.get("op", "")))
+    if len(per_rank) >= 2 and all(len(v) == 1 for v in per_rank.values()) and None not in {r for _, r in per_rank}:
+        seqs = {seq for v in per_rank.values() for seq, _ in v}
+        ops = {op for v in per_rank.values() for _, op in v}
         evs = col.sig_evidence(["NCCL_COLLECTIVE_TIMEOUT"], "Watchdog")
         if len(ops) >= 2:
             add("COLLECTIVE_MISMATCH_ACROSS_RANKS", 0.6,
                 f"ranks timed out in different collectives ({', '.join(sorted(ops))})", evs)
-            add("UNEVEN_INPUTS_HANG", 0.3, "ranks timed out at different sequence numbers", evs)
-        else:
+            add("UNEVEN_INPUTS_HANG", 0.3, "ranks timed out at different points", evs)
+        elif len(seqs) >= 2:
             add("UNEVEN_INPUTS_HANG", 0.55,
                 f"ranks timed out at different sequence numbers ({', '.join(sorted(seqs, key=int)[:4])}): "
                 "some rank ran ahead or stopped early", evs)
