@@ -9,8 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from netlab import DD, PORT, all_output, diagnose, drop_all_but_rendezvous, failing, fix_env,
-                    hostname_on_low_decoy, job, result
+from netlab import (DD, PORT, all_output, diagnose, drop_all_but_rendezvous, failing, fix_env,
+                    hostname_on_low_decoy, job, result)
 
 
 def test_healthy_cluster_has_no_warnings_and_the_job_passes(lab):
