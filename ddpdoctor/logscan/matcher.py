@@ -128,7 +128,7 @@ class Matcher:
         for block in blocks(stream, chunk):
             yield from self._scan_block(block.data, block.first_line)
             stats.bytes += block.size
-            stats.lines += block.data.count(b"\n")
+            stats.lines += block.newlines
             last = block.data[-1:] or last
             if progress:
                 progress(stats.bytes)

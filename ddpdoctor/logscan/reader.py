@@ -27,6 +27,7 @@ class Block:
     first_line: int    # 1-based number of the line `data` starts in
     continues: bool    # the last line of `data` goes on in the next block
     size: int = 0      # bytes read for this block (before colour codes were removed)
+    newlines: int = 0  # line ends in `data`
 
 
 def open_source(path: str, stdin: BinaryIO | None = None) -> BinaryIO:
@@ -108,8 +109,9 @@ def blocks(stream: BinaryIO, chunk: int = CHUNK) -> Iterator[Block]:
             carry = b""
             continue
         body, carry = data[:cut + 1], data[cut + 1:]
-        block = Block(body, line, False)
-        line += body.count(b"\n")
+        n = body.count(b"\n")
+        block = Block(body, line, False, newlines=n)
+        line += n
         yield _clean(block)
     if carry:
         yield _clean(Block(carry, line, False))
