@@ -37,6 +37,7 @@ from ddpdoctor.smoke.channel import Channel
 from ddpdoctor.smoke.progress import Tracker, heartbeat, process_state
 
 FAULT_VAR = "DDPDOCTOR_SMOKE_FAULT"
+BENCH_VAR = "DDPDOCTOR_SMOKE_BENCH_REFERENCE"  # benchmarks/bench_smoke.py: also time a plain loop
 BEAT_S = 0.25
 
 
@@ -471,7 +472,24 @@ class Worker:
                 dist.all_reduce(x)
                 sync()
                 times.append(time.perf_counter() - t)
-        return {"size": size, "warmup": warmup, "iters": iters, "times": [round(s, 7) for s in times]}
+        entry = {"size": size, "warmup": warmup, "iters": iters, "times": [round(s, 7) for s in times]}
+        if os.environ.get(BENCH_VAR):
+            entry["reference_times"] = self._reference_loop(x, warmup, iters)
+        return entry
+
+    def _reference_loop(self, x, warmup: int, iters: int) -> list[float]:
+        """benchmarks/bench_smoke.py only: the plainest timing loop, on the same group, tensor and
+        iteration counts, right after ddpdoctor's own measurement (CPU tensors: no sync needed)."""
+        dist = self.dist
+        with self.waiting():
+            for _ in range(warmup):
+                dist.all_reduce(x)
+            out = []
+            for _ in range(iters):
+                t = time.perf_counter()
+                dist.all_reduce(x)
+                out.append(time.perf_counter() - t)
+        return out
 
     # ------------------------------------------------------------------ report
     def _report(self) -> int:
