@@ -146,8 +146,10 @@ MODES = (
                       example="node1:55:55 [0] NCCL INFO Failed to open libibverbs.so[.1]",
                       note="the RDMA user-space library is missing"),
         ),
+        checks=("DD503",),
         confirm="ls /dev/infiniband; ldconfig -p | grep libibverbs   (inside the container)",
-        preflight="Proposed DD3xx 'RDMA devices on the host are usable inside the job'.",
+        preflight="DD503 (smoke with --expect-busbw) shows the bandwidth of a socket fallback; proposed DD3xx 'RDMA "
+                  "devices on the host are usable inside the job' would name the cause.",
         related=("IB_MEMLOCK_LIMIT", "NCCL_WRONG_INTERFACE_AUTOSELECTED"),
         sources=("NVIDIA/nccl#952", "NVIDIA/nccl#847", "pytorch/pytorch#73790"),
     ),

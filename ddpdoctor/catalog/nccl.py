@@ -25,8 +25,10 @@ MODES = (
             Signature(r"NET/IB : Got completion (?:from peer \S+ )?with error 12\b", 0.75, trigger="got completion",
                       example="NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 244"),
         ),
-        confirm="show_gids; ib_write_bw between the two nodes",
-        preflight="Proposed DD3xx 'RoCE NICs with NCCL_IB_GID_INDEX unset'.",
+        checks=("DD501", "DD502"),
+        confirm="show_gids; ib_write_bw between the two nodes; then torchrun --nnodes=2 ... -m ddpdoctor smoke",
+        preflight="DD501/DD502 (smoke across two nodes) fail the same way in seconds; proposed DD3xx 'RoCE NICs with "
+                  "NCCL_IB_GID_INDEX unset'.",
         related=("MTU_MISMATCH",),
         sources=("pytorch/pytorch#81628", "NVIDIA/nccl#426", "NVIDIA/nccl#1405"),
     ),
