@@ -101,7 +101,8 @@ def _table(rows: list[list[str]]) -> list[str]:
 def render_text(ctx: SmokeFacts, extra: Mapping[str, Any], logs: Mapping[int, list[str]]) -> str:
     lines = [f"{ctx.world_size} rank(s), backend {ctx.backend or 'not agreed yet'}, launcher {extra['launcher']}"]
     if ctx.records:
-        rows = [["rank", "host", "local", "device", "init", "collectives", "bandwidth", "busbw", "correct", "GPU memory"]]
+        rows = [["rank", "host", "local", "device", "import", "init", "collectives", "bandwidth", "busbw", "correct",
+                 "GPU memory"]]
         for r in sorted(ctx.records):
             rec = ctx.records[r]
             ph = rec.get("phases") or {}
@@ -109,7 +110,8 @@ def render_text(ctx: SmokeFacts, extra: Mapping[str, Any], logs: Mapping[int, li
             ok = sum(1 for e in corr if e.get("ok"))
             state = "error" if rec.get("error") else f"{ok}/{len(corr)}"
             rows.append([str(r), str(rec.get("host", "?")), str(rec.get("local_rank", "?")), str(rec.get("device", "?")),
-                         _secs(ph.get("init")), _secs(ph.get("correctness")), _secs(ph.get("bandwidth")),
+                         _secs(ph.get("import torch")), _secs(ph.get("init")), _secs(ph.get("correctness")),
+                         _secs(ph.get("bandwidth")),
                          _rank_busbw(rec, ctx.world_size), state, _own_gpu_mem(rec)])
         lines += [""] + _table(rows)
     if extra["bandwidth"]:

@@ -165,7 +165,6 @@ class Worker:
 
     # ------------------------------------------------------------------ store monitor
     def _monitor_loop(self) -> None:
-        import torch.distributed as dist  # noqa: F401 - already imported by main
         mon = self.mon
         tracker = Tracker(self.world, self.cfg, time.monotonic()) if self.rank == 0 else None
         known: set[int] = set()
