@@ -123,7 +123,8 @@ def every_rank_finished(ctx):
         where = ""
         if waiting:
             ahead = max(waiting, key=lambda s: s.get("index", -1))
-            where = f"; ranks {fmt_ranks(s['rank'] for s in waiting)} wait in phase '{ahead.get('phase')}'"
+            who = fmt_ranks(s["rank"] for s in waiting)
+            where = (f"; rank {who} waits" if len(waiting) == 1 else f"; ranks {who} wait") + f" in phase '{ahead.get('phase')}'"
         detected = f"detected by {verdict['detected_by']} after {verdict['after_s']} s (--timeout {verdict['timeout_s']:g} s)"
         if verdict.get("kind") == "terminated":
             yield Finding(Severity.ERROR, f"the run was ended from outside after {verdict['after_s']} s, "
