@@ -163,7 +163,11 @@ def _other_rank_exit(cfg, rank_env, outcome, verbose: bool) -> None:
             click.echo(f"{me}: done, results sent to rank 0", err=True)
         sys.exit(0 if w.finished else 1)
     if w.aborted is not None:
-        click.echo(f"{me}: stopped by rank 0's watchdog ({w.aborted.get('kind')}); rank 0's report names the cause", err=True)
+        if w.aborted.get("kind") == "no report from rank 0":
+            click.echo(f"{me}: gave up waiting for rank 0's report after --timeout + 10 s", err=True)
+        else:
+            click.echo(f"{me}: stopped by rank 0's watchdog ({w.aborted.get('kind')}); rank 0's report names the cause",
+                       err=True)
         sys.exit(1)
     why = (w.lost_store and f"lost the rendezvous store at {rank_env.master_addr}:{rank_env.master_port}"
            f" ({w.lost_store.get('error')})") or w.killed or w.exit or "ended"
