@@ -189,6 +189,8 @@ def test_launch_is_read_from_srun_and_torchrun_variables():
     assert (l.mode, l.index, l.world, l.store_host, l.store_port, l.host_store) == ("torchrun", 0, 2, "node1", 29500, False)
     with pytest.raises(BadInput, match="srun -N"):
         cl.detect_launch({}, store_port=29401)
+    with pytest.raises(BadInput, match="this is the job script"):  # sbatch's script: no step on every node
+        cl.detect_launch({"SLURM_JOB_NODELIST": "gpu[01-03]", "SLURM_PROCID": "0"}, store_port=29401)
 
 
 def test_hostlists_expand_and_collect_with_slurms_grammar():

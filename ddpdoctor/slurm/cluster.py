@@ -62,8 +62,8 @@ def detect_launch(env: Mapping[str, str], *, store_port: int, hostname: str | No
     from ddpdoctor.slurm import hostlist
 
     host = hostname or socket.gethostname()
-    if env.get("SLURM_STEP_NODELIST") or (env.get("SLURM_JOB_NODELIST") and env.get("SLURM_PROCID")):
-        names = tuple(hostlist.expand(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"]))
+    if env.get("SLURM_STEP_NODELIST"):  # set by srun for a step; a batch script has only SLURM_JOB_NODELIST
+        names = tuple(hostlist.expand(env["SLURM_STEP_NODELIST"]))
         node = env.get("SLURMD_NODENAME") or host
         if node in names:
             index = names.index(node)
@@ -90,6 +90,9 @@ def detect_launch(env: Mapping[str, str], *, store_port: int, hostname: str | No
         run = f"{env.get('TORCHELASTIC_RUN_ID', 'run')}.{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
         return Launch("torchrun", group, world, host, (), master, mport, group == 0 and not agent_store,
                       run, representative=local == 0)
+    if env.get("SLURM_JOB_NODELIST"):
+        raise BadInput("this is the job script, not a step on every node: run "
+                       "`srun --ntasks-per-node=1 ddpdoctor cluster` inside it")
     raise BadInput("run it on every node at once: `srun -N <nodes> --ntasks-per-node=1 ddpdoctor cluster`, "
                    "or under torchrun with --nproc-per-node=1")
 
