@@ -216,18 +216,22 @@ def each_rank_has_own_gpu(ctx):
                           evidence={"host": host, "gpu": idx, "ranks": ranks})
 
 
+def rank_usage(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Where the rank's own pid holds memory in its latest NVML snapshot: GPU index, UUID, bytes."""
+    snaps = _gpu_info(rec).get("snapshots") or {}
+    latest = next((snaps[s] for s in reversed(STAGES) if snaps.get(s)), [])
+    return [{"gpu": gpu["index"], "uuid": gpu["uuid"], "used": p.get("used") or 0}
+            for gpu in latest for p in gpu.get("processes", []) if p["pid"] == rec.get("pid")]
+
+
 def job_memory_per_gpu(records: Mapping[int, Mapping]) -> dict[tuple, dict[str, Any]]:
     """(host, GPU index) -> bytes the job's ranks hold there and how many, at the latest stage."""
     out: dict[tuple, dict[str, Any]] = {}
     for rec in records.values():
-        snaps = _gpu_info(rec).get("snapshots") or {}
-        latest = next((snaps[s] for s in reversed(STAGES) if snaps.get(s)), [])
-        for gpu in latest:
-            for p in gpu.get("processes", []):
-                if p["pid"] == rec.get("pid"):
-                    e = out.setdefault((rec.get("host"), gpu["index"]), {"used": 0, "ranks": []})
-                    e["used"] += p.get("used") or 0
-                    e["ranks"].append(rec["rank"])
+        for u in rank_usage(rec):
+            e = out.setdefault((rec.get("host"), u["gpu"]), {"used": 0, "ranks": []})
+            e["used"] += u["used"]
+            e["ranks"].append(rec["rank"])
     return out
 
 

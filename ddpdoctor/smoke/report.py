@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from ddpdoctor import registry, runner
 from ddpdoctor.checks.distributed import culprits, fmt_ranks
-from ddpdoctor.checks.gpu import MiB, STAGES, misplaced
+from ddpdoctor.checks.gpu import MiB, misplaced, rank_usage
 from ddpdoctor.model import Report
 from ddpdoctor.smoke import bandwidth as bw
 from ddpdoctor.smoke.plan import SmokeConfig, fmt_bytes, to_dict
@@ -67,16 +67,9 @@ def _own_gpu_mem(rec: Mapping[str, Any]) -> str:
     g = rec.get("gpu") or {}
     if not (g.get("nvml") or {}).get("available"):
         return "-"
-    snaps = g.get("snapshots") or {}
-    latest = next((snaps[s] for s in reversed(STAGES) if snaps.get(s)), [])
     own = (g.get("expected") or {}).get("uuid")
-    parts = []
-    for gpu in latest:
-        for p in gpu.get("processes", []):
-            if p["pid"] == rec.get("pid"):
-                used = (p.get("used") or 0) / MiB
-                parts.append(f"GPU {gpu['index']}: {used:.0f} MiB" + ("" if gpu["uuid"] == own else " (not its own)"))
-    return ", ".join(parts) or "none"
+    return ", ".join(f"GPU {u['gpu']}: {u['used'] / MiB:.0f} MiB" + ("" if u["uuid"] == own else " (not its own)")
+                     for u in rank_usage(rec)) or "none"
 
 
 def _secs(s: float | None) -> str:
