@@ -117,7 +117,8 @@ def test_rank_pid_on_another_ranks_gpu_is_named_with_pid_host_and_mib():
     assert f.severity is Severity.ERROR
     assert f.message == "rank 1 (pid 4121, node2) holds 512 MiB on GPU 0 (its own GPU is 1)"
     assert "set_device" in f.fix.code and "map_location" in f.fix.code
-    assert f.evidence["stage"] == "after first collective"
+    assert f.evidence["first_stage"] == "after init" and f.evidence["stage"] == "after first collective"
+    assert f.hint.startswith("first seen after init: init_process_group ran before torch.cuda.set_device")
 
 
 def test_process_outside_the_job_is_reported_once_per_gpu():

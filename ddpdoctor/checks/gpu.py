@@ -57,7 +57,7 @@ def _require_nvml(ctx) -> None:
 def misplaced(records: Mapping[int, Mapping]) -> list[dict[str, Any]]:
     """Every (rank, GPU) where the rank's own pid holds memory on a GPU that is not its own.
 
-    Each entry holds the latest stage it was seen at and the bytes held then.
+    Each entry holds the stage it was first seen at (what caused it) and the latest bytes held.
     """
     out = []
     for r in sorted(records):
@@ -73,9 +73,10 @@ def misplaced(records: Mapping[int, Mapping]) -> list[dict[str, Any]]:
                     continue
                 for p in gpu.get("processes", []):
                     if p["pid"] == rec.get("pid"):
+                        first = seen.get(gpu["uuid"], {}).get("first_stage", stage)
                         seen[gpu["uuid"]] = {"rank": r, "pid": p["pid"], "host": rec.get("host"), "gpu": gpu["index"],
                                              "uuid": gpu["uuid"], "used": p.get("used"), "stage": stage,
-                                             "own_gpu": (g.get("expected") or {}).get("index")}
+                                             "first_stage": first, "own_gpu": (g.get("expected") or {}).get("index")}
         out += list(seen.values())
     return out
 
@@ -129,15 +130,15 @@ def rank_memory_on_own_gpu(ctx):
     _require_nvml(ctx)
     for m in misplaced(ctx.records):
         rec = ctx.records[m["rank"]]
-        cause = {"after init": "init_process_group ran before torch.cuda.set_device(local_rank) and without device_id",
-                 "after first collective": "the first collective ran with no device bound to the process"}.get(
-            m["stage"], "a CUDA call before torch.cuda.set_device(local_rank)")
-        if ctx.cfg.preamble:
+        cause = {"before init": "the process used CUDA before ddpdoctor did anything (code run at start-up?)",
+                 "after init": "init_process_group ran before torch.cuda.set_device(local_rank) and without device_id",
+                 "after first collective": "the first collective ran with no device bound to the process"}[m["first_stage"]]
+        if ctx.cfg.preamble and m["first_stage"] == "after init":
             cause += f", or {ctx.cfg.preamble} touched CUDA before set_device (torch.load without map_location?)"
         yield Finding(
             Severity.ERROR,
             f"{who(rec)} holds {mib(m['used'])} on GPU {m['gpu']} (its own GPU is {m['own_gpu']})",
-            hint=f"seen {m['stage']}: {cause}",
+            hint=f"first seen {m['first_stage']}: {cause}",
             fix=Fix("bind each process to its own GPU before any CUDA call",
                     commands=("ddpdoctor smoke --fix   # re-runs with the fix and prints before -> after per GPU",),
                     code=SET_DEVICE_CODE),
