@@ -55,7 +55,7 @@ class ListenResult:
         return sum(w.complete for w in self.workers) >= self.expect
 
 
-def _bind(port: int) -> socket.socket:
+def bind_listener(port: int) -> socket.socket:
     """Listen on every address, dual-stack when IPv6 exists (as c10d's TCPStore does)."""
     errors = []
     for fam, host in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
@@ -86,7 +86,7 @@ def bind_ephemeral(rng: tuple[int, int], *, tries: int = 64) -> socket.socket:
     last: OSError | None = None
     for _ in range(tries):
         try:
-            return _bind(random.randint(lo, hi))
+            return bind_listener(random.randint(lo, hi))
         except OSError as e:
             last = e
     raise ListenError(f"could not bind any port in {lo}-{hi}: {last}")
@@ -101,7 +101,7 @@ def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
            port_range: tuple[int, int] | None = None) -> ListenResult:
     rng = port_range or read_port_range() or (32768, 60999)
     try:
-        main = _bind(port)
+        main = bind_listener(port)
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
             raise ListenError(f"port {port} is already in use") from None

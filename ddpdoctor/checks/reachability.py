@@ -49,7 +49,7 @@ def master_answers_ping(ctx):
                   fix=Fix("check that the master is up and routable", (f"ip route get {ctx.master_addr}",)))
 
 
-_STATE_TEXT = {
+STATE_TEXT = {
     sockets.REFUSED: "connection refused: nothing listens there, or a firewall REJECTs it",
     sockets.FILTERED: "no answer: a firewall silently drops the packets",
     sockets.UNREACHABLE: "host unreachable: no such host on the link, or an ICMP host-unreachable",
@@ -96,7 +96,7 @@ def rendezvous_port_open(ctx):
     else:
         fix = Fix(f"make {ctx.master_addr} routable from {ctx.hostname} (same subnet or a route)",
                   (f"ip route get {ctx.master_addr}",))
-    yield Finding(Severity.ERROR, f"{ctx.master}:{ctx.port} ({ctx.master_addr}): {_STATE_TEXT.get(t.state, t.error)}",
+    yield Finding(Severity.ERROR, f"{ctx.master}:{ctx.port} ({ctx.master_addr}): {STATE_TEXT.get(t.state, t.error)}",
                   hint=hint, fix=fix, evidence={**ev, "error": t.error})
 
 
@@ -130,7 +130,7 @@ def ephemeral_ports_open(ctx):
         return
     lo, hi = h.eport_range or (h.eport, h.eport)  # the master's own range, as its listener reported it
     yield Finding(Severity.ERROR,
-                  f"{ctx.master}:{ctx.port} is open but ephemeral port {h.eport} is not ({_STATE_TEXT.get(e.state, e.error)})",
+                  f"{ctx.master}:{ctx.port} is open but ephemeral port {h.eport} is not ({STATE_TEXT.get(e.state, e.error)})",
                   hint="rendezvous would succeed and the first Gloo/NCCL collective would hang",
                   fix=_firewall_fix(ctx, f"{lo}:{hi}", f"ports {lo}-{hi} (the ephemeral range)"),
                   evidence={**ev, "error": e.error})

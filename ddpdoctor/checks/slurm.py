@@ -120,10 +120,10 @@ def job_gpus_idle(ctx):
 # ----------------------------------------------------------------------------- ddpdoctor cluster
 
 def _port_text(state: str, error: str = "") -> str:
-    from ddpdoctor.checks.reachability import _STATE_TEXT
+    from ddpdoctor.checks.reachability import STATE_TEXT
     if state == "wrong-host":
         return "another host answers"
-    return _STATE_TEXT.get(state, error or state)
+    return STATE_TEXT.get(state, error or state)
 
 
 def _addr_of(ctx, i: int) -> str:

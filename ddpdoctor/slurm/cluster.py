@@ -135,7 +135,7 @@ class ProbeListener:
     """
 
     def __init__(self, port: int, me: str, *, port_range: tuple[int, int] | None = None):
-        from ddpdoctor.listen import _bind, bind_ephemeral
+        from ddpdoctor.listen import bind_listener, bind_ephemeral
         from ddpdoctor.netfacts import read_port_range
 
         self.port = port
@@ -147,7 +147,7 @@ class ProbeListener:
         self._stop = threading.Event()
         self._socks: list[tuple[socket.socket, bool]] = []
         try:
-            self._socks.append((_bind(port), False))
+            self._socks.append((bind_listener(port), False))
         except OSError as e:
             self.port_error = "already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
         eph = bind_ephemeral(self.range)
