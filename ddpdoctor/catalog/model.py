@@ -42,7 +42,7 @@ MIN_TRIGGER = 4
 GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", "invalid", "denied", "mismatch",
          "exitcode", "signal", "rendezvous", "rdzv", "route", "family", " : using ", "remote=[", "completion",
          "run_id", "group_rank", "nccl version", "      : ", "srcvalid+", "geforce", "duplicate gpu",
-         "set_device", "srun", "master")
+         "set_device", "srun", "master", "unreachable")
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,41 @@ MODES = (
         sources=("horovod/horovod#584", "NVIDIA/nccl#913", "NVIDIA/nccl#286", "pytorch/pytorch#14870"),
     ),
     FailureMode(
+        id="GLOO_ADDRESS_UNREACHABLE",
+        title="A rank advertised an address its peers cannot reach",
+        category="nic",
+        summary="Right after rendezvous, a rank fails in Gloo with `connect: Network is unreachable` or "
+                "`No route to host`: it dialled the address a peer advertised, and no route leads there.",
+        cause="Without GLOO_SOCKET_IFNAME, Gloo binds the address the node's hostname resolves to. When that is "
+              "the address of another interface (a docker or VPN bridge, a management NIC, a stale /etc/hosts "
+              "line), peers cannot reach it. Measured with torch 2.13: of each pair the rank with the higher "
+              "address connects and the lower one listens, so only peers above the stray address fail, and a "
+              "2-node test can pass where a larger job fails.",
+        fix=fix("Export GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) for the interface that routes to the master on "
+                "the node whose hostname points elsewhere, or map its hostname to that interface's address; "
+                "`ddpdoctor network` (DD303) names the node and the interface.",
+                "getent hosts $(hostname)",
+                "ip -o route get {master}",
+                "export GLOO_SOCKET_IFNAME=<the dev shown above>"),
+        signatures=(
+            Signature(r"connect: (?:Network is unreachable|No route to host)", 0.85,
+                      trigger=("network is unreachable", "no route to host"),
+                      example="RuntimeError: [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/"
+                              "tcp/socket.cc:142] rv != -1. -1 vs -1. connect: Network is unreachable",
+                      note="Gloo could not route to the address a peer advertised"),
+            Signature(r"SO_ERROR: (?:Network is unreachable|No route to host), remote=\[(?P<addr>[^\]]+)\]", 0.85,
+                      trigger="remote=[",
+                      example="error=SO_ERROR: No route to host, remote=[198.18.0.2]:41234",
+                      note="a peer advertised {addr}, which this rank cannot reach"),
+        ),
+        checks=("DD303", "DD302", "DD203"),
+        confirm="ddpdoctor network --master {master}   (on every node; DD303 names the stray interface)",
+        preflight="DD303 predicts the address Gloo will bind and compares its interface with the route to the master.",
+        related=("HOSTNAME_RESOLVES_TO_LOOPBACK", "CONTAINER_BRIDGE_NETWORK", "NCCL_WRONG_INTERFACE_AUTOSELECTED"),
+        sources=("measured in the ddpdoctor lab (tests/test_lab_network.py)",),
+        origin="ddpdoctor",
+    ),
+    FailureMode(
         id="NCCL_SOCKET_IFNAME_NOT_FOUND",
         title="NCCL_SOCKET_IFNAME names no interface on this node",
         category="nic",
