@@ -10,7 +10,7 @@
    b) in separate processes (the plain loop without ddpdoctor's threads and supervisor), with a
       second plain run as control: on a loaded 2-core machine that control shows the noise floor.
 
-Run: python benchmarks/bench_smoke.py [--runs 5]
+Run: python benchmarks/bench_smoke.py [--runs 5] [--same-group-runs 11]
 """
 from __future__ import annotations
 
@@ -79,6 +79,8 @@ def timed(argv, **kw) -> tuple[float, subprocess.CompletedProcess]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--same-group-runs", type=int, default=11,
+                    help="runs for 3a: latency-bound sizes need many on a shared machine")
     a = ap.parse_args()
     py = sys.executable
     smoke = [py, "-m", "ddpdoctor", "smoke", "--nproc", "2"]
@@ -113,15 +115,16 @@ def main() -> None:
                     t_full.append(t)
                     for row in json.loads(p.stdout)["bandwidth"]:
                         smoke_rows.setdefault(row["size"], []).append(row["busbw_gbps"])
-                    _, p = timed(smoke + ["--json"], env={**os.environ, "DDPDOCTOR_SMOKE_BENCH_REFERENCE": "1"})
-                    ranks = json.loads(p.stdout)["ranks"]
-                    ours = bw.world_rows({r["rank"]: r["bandwidth"] for r in ranks}, 2)
-                    ref = bw.world_rows({r["rank"]: [{"size": e["size"], "times": e["reference_times"]}
-                                                     for e in r["bandwidth"]] for r in ranks}, 2)
-                    for o, f in zip(ours, ref):
-                        same_ratio.setdefault(o["size"], []).append(o["busbw_gbps"] / f["busbw_gbps"])
                 else:
                     plain_loop(plain_rows if what == "plain" else control_rows)
+        for _ in range(a.same_group_runs):
+            _, p = timed(smoke + ["--json"], env={**os.environ, "DDPDOCTOR_SMOKE_BENCH_REFERENCE": "1"})
+            ranks = json.loads(p.stdout)["ranks"]
+            ours = bw.world_rows({r["rank"]: r["bandwidth"] for r in ranks}, 2)
+            ref = bw.world_rows({r["rank"]: [{"size": e["size"], "times": e["reference_times"]}
+                                             for e in r["bandwidth"]] for r in ranks}, 2)
+            for o, f in zip(ours, ref):
+                same_ratio.setdefault(o["size"], []).append(o["busbw_gbps"] / f["busbw_gbps"])
         print(f"2. smoke --nproc 2 (default, 64 MiB max): median {statistics.median(t_full):.2f} s, "
               f"max {max(t_full):.2f} s over {a.runs} runs (target < 15 s)")
         print("3a. all_reduce busbw on the same group: smoke's measurement / a plain loop right after it "
