@@ -96,86 +96,133 @@ def _plain(addr: str) -> str:
     return addr[7:] if addr.startswith("::ffff:") else addr
 
 
-def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
-           on_event: Callable[[str, Worker], None] = lambda kind, w: None,
-           port_range: tuple[int, int] | None = None) -> ListenResult:
-    rng = port_range or read_port_range() or (32768, 60999)
-    try:
-        main = bind_listener(port)
-    except OSError as e:
-        if e.errno == errno.EADDRINUSE:
-            raise ListenError(f"port {port} is already in use") from None
-        raise ListenError(f"cannot listen on port {port}: {e.strerror or e}") from None
-    try:
-        eph = bind_ephemeral(rng)
-    except ListenError:
-        main.close()
-        raise
-    eport = eph.getsockname()[1]
-    nics = list_nics()
-    workers: dict[tuple[str, str], Worker] = {}
-    lock = threading.Lock()
-    t0 = time.monotonic()
-    end = t0 + timeout
-    me = clean_token(reply_host)
+class ProbeServer:
+    """The protocol's master side, answering in a background thread until `close()`.
 
-    def handle(conn: socket.socket, peer: str, ephemeral: bool) -> None:
+    Holds the rendezvous port (unless `require_port=False` and it is taken: `port_error` says
+    why) and a port from the ephemeral range, answers HELLO on the first and EPHEMERAL on the
+    second, and records each completed exchange in `incoming` (`from`, `addr`, `port`:
+    rendezvous|ephemeral, `interface`). `network --listen` and `cluster` both serve through it.
+    """
+
+    def __init__(self, port: int, me: str, *, port_range: tuple[int, int] | None = None,
+                 require_port: bool = True, on_event: Callable[[dict], None] | None = None):
+        self.port = port
+        self.range = port_range or read_port_range() or (32768, 60999)
+        self.me = clean_token(me)
+        self.port_error = ""
+        self.incoming: list[dict] = []
+        self.changed = threading.Condition()
+        self._on_event = on_event
+        self._stop = threading.Event()
+        self._socks: dict[socket.socket, bool] = {}  # socket -> is the ephemeral one
         try:
-            line = read_line(conn, 2.0)
-            parts = line.split()
-            if len(parts) != 3 or parts[0] != PROTO or parts[1] not in ("HELLO", "EPHEMERAL"):
-                return  # not a ddpdoctor worker (a port scanner, nc, curl): say nothing
-            host = clean_token(parts[2])
-            local = _plain(conn.getsockname()[0])
-            nic = nic_with_addr(nics, local)
-            if parts[1] == "HELLO" and not ephemeral:
-                conn.sendall(f"{PROTO} WELCOME {me} {eport} {rng[0]}-{rng[1]}\n".encode())
-                kind = "rendezvous"
-            elif parts[1] == "EPHEMERAL" and ephemeral:
-                conn.sendall(f"{PROTO} OK {me}\n".encode())
-                kind = "ephemeral"
-            else:
-                return
-            with lock:
-                w = workers.setdefault((host, peer), Worker(host, peer, nic.name if nic else "?"))
-                now = time.monotonic() - t0
-                if kind == "rendezvous" and w.rdzv_at is None:
-                    w.rdzv_at = now
-                elif kind == "ephemeral" and w.eph_at is None:
-                    w.eph_at = now
-                else:
-                    return
-            on_event(kind, w)
-        except OSError:
-            pass
-        finally:
-            conn.close()
+            self._socks[bind_listener(port)] = False
+        except OSError as e:
+            why = "already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+            if require_port:
+                raise ListenError(f"port {port} is already in use" if e.errno == errno.EADDRINUSE
+                                  else f"cannot listen on port {port}: {why}") from None
+            self.port_error = why
+        try:
+            eph = bind_ephemeral(self.range)
+        except ListenError:
+            self._close_sockets()
+            raise
+        self.eport = eph.getsockname()[1]
+        self._socks[eph] = True
+        self._nics = list_nics()
+        self._handlers: list[threading.Thread] = []
+        self._thread = threading.Thread(target=self._loop, name="probe-server", daemon=True)
+        self._thread.start()
 
-    threads: list[threading.Thread] = []
-    timed_out = False
-    try:
-        while True:
-            with lock:
-                done = expect is not None and sum(w.complete for w in workers.values()) >= expect
-            if done:
-                break
-            left = end - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            ready, _, _ = select.select([main, eph], [], [], min(left, 0.2))
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ready, _, _ = select.select(list(self._socks), [], [], 0.1)
+            except (OSError, ValueError):
+                return
             for s in ready:
                 try:
                     conn, peer = s.accept()
                 except OSError:
                     continue
                 conn.setblocking(True)
-                t = threading.Thread(target=handle, args=(conn, _plain(peer[0]), s is eph), daemon=True)
+                t = threading.Thread(target=self._handle, args=(conn, _plain(peer[0]), self._socks[s]), daemon=True)
                 t.start()
-                threads.append(t)
-    finally:
-        main.close()
-        eph.close()
-        for t in threads:
+                self._handlers.append(t)
+
+    def _handle(self, conn: socket.socket, peer: str, ephemeral: bool) -> None:
+        try:
+            parts = read_line(conn, 2.0).split()
+            if len(parts) != 3 or parts[0] != PROTO:
+                return  # not a ddpdoctor probe (a port scanner, nc, curl): say nothing
+            if parts[1] == "HELLO" and not ephemeral:
+                conn.sendall(f"{PROTO} WELCOME {self.me} {self.eport} {self.range[0]}-{self.range[1]}\n".encode())
+            elif parts[1] == "EPHEMERAL" and ephemeral:
+                conn.sendall(f"{PROTO} OK {self.me}\n".encode())
+            else:
+                return
+            nic = nic_with_addr(self._nics, _plain(conn.getsockname()[0]))
+            event = {"from": clean_token(parts[2]), "addr": peer, "port": "ephemeral" if ephemeral else "rendezvous",
+                     "interface": nic.name if nic else "?"}
+            with self.changed:
+                self.incoming.append(event)
+                self.changed.notify_all()
+            if self._on_event:
+                self._on_event(event)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def _close_sockets(self) -> None:
+        for s in list(self._socks):
+            s.close()
+
+    def close(self) -> None:
+        """Stop answering and close both ports: nothing stays listening."""
+        self._stop.set()
+        self._thread.join(1.0)
+        self._close_sockets()
+        for t in self._handlers:
             t.join(2.5)  # handlers have a 2 s read timeout
-    return ListenResult(port, eport, rng, expect, time.monotonic() - t0, list(workers.values()), timed_out)
+
+
+def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
+           on_event: Callable[[str, Worker], None] = lambda kind, w: None,
+           port_range: tuple[int, int] | None = None) -> ListenResult:
+    """Serve until `expect` workers completed both ports, or `timeout` passed."""
+    workers: dict[tuple[str, str], Worker] = {}
+    t0 = time.monotonic()
+
+    def record(ev: dict) -> None:
+        w = workers.setdefault((ev["from"], ev["addr"]), Worker(ev["from"], ev["addr"], ev["interface"]))
+        now = time.monotonic() - t0
+        if ev["port"] == "rendezvous" and w.rdzv_at is None:
+            w.rdzv_at = now
+        elif ev["port"] == "ephemeral" and w.eph_at is None:
+            w.eph_at = now
+        else:
+            return
+        on_event(ev["port"], w)
+
+    server = ProbeServer(port, reply_host, port_range=port_range, on_event=None)
+    seen = 0
+    timed_out = False
+    try:
+        with server.changed:
+            while True:
+                for ev in server.incoming[seen:]:
+                    record(ev)
+                seen = len(server.incoming)
+                if expect is not None and sum(w.complete for w in workers.values()) >= expect:
+                    break
+                left = t0 + timeout - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                server.changed.wait(min(left, 0.5))
+    finally:
+        server.close()
+    return ListenResult(port, server.eport, server.range, expect, time.monotonic() - t0, list(workers.values()), timed_out)

@@ -19,12 +19,10 @@ and builds a ClusterView that the DD71x checks judge (ddpdoctor/checks/slurm.py)
 from __future__ import annotations
 
 import datetime
-import errno
 import json
 import os
 import platform
 import random
-import select
 import socket
 import threading
 import time
@@ -33,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ddpdoctor import __version__
-from ddpdoctor.handshake import PROTO, clean_token, hello as hello_probe, read_line
+from ddpdoctor.handshake import hello as hello_probe
 from ddpdoctor.probes import dns, sockets
 from ddpdoctor.validate import BadInput
 
@@ -127,74 +125,12 @@ def peer_set(i: int, n: int, max_peers: int, seed: int = 0) -> list[int]:
 
 # ----------------------------------------------------------------------------- listener
 
-class ProbeListener:
-    """Answers the ddpdoctor handshake on the rendezvous port and on an ephemeral port.
+def ProbeListener(port: int, me: str, *, port_range: tuple[int, int] | None = None):
+    """The handshake server of `network --listen`, kept running in the background for as long as
+    peers may probe; a port already taken is recorded in `port_error` instead of failing."""
+    from ddpdoctor.listen import ProbeServer
 
-    Unlike `network --listen` it runs in the background for as long as peers may probe, and
-    records who came from where.
-    """
-
-    def __init__(self, port: int, me: str, *, port_range: tuple[int, int] | None = None):
-        from ddpdoctor.listen import bind_listener, bind_ephemeral
-        from ddpdoctor.netfacts import read_port_range
-
-        self.port = port
-        self.range = port_range or read_port_range() or (32768, 60999)
-        self.me = clean_token(me)
-        self.port_error = ""
-        self.incoming: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._socks: list[tuple[socket.socket, bool]] = []
-        try:
-            self._socks.append((bind_listener(port), False))
-        except OSError as e:
-            self.port_error = "already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
-        eph = bind_ephemeral(self.range)
-        self.eport = eph.getsockname()[1]
-        self._socks.append((eph, True))
-        self._thread = threading.Thread(target=self._loop, name="cluster-listener", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        socks = {s: eph for s, eph in self._socks}
-        while not self._stop.is_set():
-            try:
-                ready, _, _ = select.select(list(socks), [], [], 0.1)
-            except (OSError, ValueError):
-                return
-            for s in ready:
-                try:
-                    conn, peer = s.accept()
-                except OSError:
-                    continue
-                conn.setblocking(True)
-                threading.Thread(target=self._handle, args=(conn, peer[0], socks[s]), daemon=True).start()
-
-    def _handle(self, conn: socket.socket, peer: str, ephemeral: bool) -> None:
-        try:
-            parts = read_line(conn, 2.0).split()
-            if len(parts) != 3 or parts[0] != PROTO:
-                return
-            if parts[1] == "HELLO" and not ephemeral:
-                conn.sendall(f"{PROTO} WELCOME {self.me} {self.eport} {self.range[0]}-{self.range[1]}\n".encode())
-            elif parts[1] == "EPHEMERAL" and ephemeral:
-                conn.sendall(f"{PROTO} OK {self.me}\n".encode())
-            else:
-                return
-            with self._lock:
-                self.incoming.append({"from": clean_token(parts[2]), "addr": peer.removeprefix("::ffff:"),
-                                      "port": "ephemeral" if ephemeral else "rendezvous"})
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(1.0)
-        for s, _ in self._socks:
-            s.close()
+    return ProbeServer(port, me, port_range=port_range, require_port=False)
 
 
 # ----------------------------------------------------------------------------- probes
