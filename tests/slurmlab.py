@@ -290,3 +290,15 @@ PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
 
 __all__ = ["SlurmLab", "SlurmUnavailable", "slurm_available", "hook_script", "cleanup_stale", "DD", "REPO_ROOT"]
+
+
+def start_or_skip(lab, **kw) -> "SlurmLab":
+    """A SlurmLab on `lab`; without Slurm the test skips (fails under DDPDOCTOR_REQUIRE_LAB=1)."""
+    import pytest
+
+    try:
+        return SlurmLab(lab, **kw)
+    except SlurmUnavailable as e:
+        if os.environ.get("DDPDOCTOR_REQUIRE_LAB") == "1":
+            pytest.fail(f"DDPDOCTOR_REQUIRE_LAB=1 but Slurm is unavailable: {e}", pytrace=False)
+        pytest.skip(str(e))

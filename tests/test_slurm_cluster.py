@@ -3,12 +3,11 @@ names the pair, and names a node that cannot reach the store as missing, within 
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
-from slurmlab import DD, SlurmLab, SlurmUnavailable
+from slurmlab import DD, start_or_skip
 
 PORT, STORE_PORT = 29400, 29401
 
@@ -19,12 +18,7 @@ def make_slurm(make_lab):
 
     def factory(n):
         lab = make_lab(("head", *(f"node{i}" for i in range(1, n + 1))))
-        try:
-            s = SlurmLab(lab)
-        except SlurmUnavailable as e:
-            if os.environ.get("DDPDOCTOR_REQUIRE_LAB") == "1":
-                pytest.fail(f"DDPDOCTOR_REQUIRE_LAB=1 but Slurm is unavailable: {e}", pytrace=False)
-            pytest.skip(str(e))
+        s = start_or_skip(lab)
         made.append(s)
         return lab, s
 

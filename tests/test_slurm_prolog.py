@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from slurmlab import DD, SlurmLab, SlurmUnavailable
+from slurmlab import DD, start_or_skip
 
 
 @pytest.fixture
@@ -15,12 +15,7 @@ def make_slurm(make_lab):
 
     def factory(computes=("node1", "node2"), **kw):
         lab = make_lab(("head", *computes))
-        try:
-            s = SlurmLab(lab, **kw)
-        except SlurmUnavailable as e:
-            if os.environ.get("DDPDOCTOR_REQUIRE_LAB") == "1":
-                pytest.fail(f"DDPDOCTOR_REQUIRE_LAB=1 but Slurm is unavailable: {e}", pytrace=False)
-            pytest.skip(str(e))
+        s = start_or_skip(lab, **kw)
         made.append(s)
         return lab, s
 

@@ -2,13 +2,12 @@
 job that failed without them passes with them (a real Slurm, srun and torchrun in the lab)."""
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
 
 from lab import ALLREDUCE_SCRIPT
-from slurmlab import DD, SlurmLab, SlurmUnavailable
+from slurmlab import DD, start_or_skip
 
 PORT = 29400
 
@@ -24,12 +23,7 @@ def slurm_with_decoy(make_lab):
     decoy = "198.18.0.2"
     lab.add_decoy("node2", "decoy0", f"{decoy}/24")
     lab.set_hosts("node2", {**{n: lab.addr(n) for n in lab.names}, "node2": decoy})
-    try:
-        slurm = SlurmLab(lab)
-    except SlurmUnavailable as e:
-        if os.environ.get("DDPDOCTOR_REQUIRE_LAB") == "1":
-            pytest.fail(f"DDPDOCTOR_REQUIRE_LAB=1 but Slurm is unavailable: {e}", pytrace=False)
-        pytest.skip(str(e))
+    slurm = start_or_skip(lab)
     yield lab, slurm
     slurm.close()
 
