@@ -29,15 +29,15 @@ How a command enters a node
     cleanup of the next Lab (or :func:`cleanup_stale`).
 
 Isolation between concurrent labs
-    Every Lab owns one slot ``N`` (0..255) of ``198.18.0.0/15`` taken by an
+    Every Lab owns one slot ``N`` (0..127) of ``198.18.0.0/15`` taken by an
     ``O_EXCL`` lock file ``/run/ddpdoctor-lab/slot-NNN.lock`` (JSON with the
     owner pid and its start time), created under an ``flock`` on
     ``/run/ddpdoctor-lab/.alloc``.  Slot ``N`` gives lab id ``f"{N:04x}"`` (so all
-    names are unique while the lock is held), the node subnet
-    ``198.(18+N//128).(2N%256).0/24`` and the decoy subnet right after it
-    (``.(2N%256+1).0/24``, see :meth:`Lab.decoy_cidr`), which no node has a route to.
-    Before allocating, locks whose owner is dead (and namespaces / /etc/netns
-    dirs of ids without a lock) are destroyed.
+    names are unique while the lock is held) and the /22 ``lab.block`` =
+    ``198.18.0.0 + N*1024``: first /24 = low decoys, second /24 = ``lab.subnet``
+    (node ``i`` is ``.i``), third /24 = high decoys (see :meth:`Lab.decoy_cidr`;
+    no node has a route to a decoy subnet).  Before allocating, locks whose owner
+    is dead (and namespaces / /etc/netns dirs of ids without a lock) are destroyed.
 
 Processes
     Every process started through the lab carries ``DDPDOCTOR_LAB_TAG`` in its
@@ -57,10 +57,55 @@ Environment of node commands
     ``[sys.executable, "-m", "ddpdoctor", ...]`` works.
 
 Measured facts: torch 2.13.0+cpu, torchrun + Gloo, 2 nodes, in this lab
-    (See tests/lab_jobs/FINDINGS.md for the one-line table; filled in from
-    tests/lab_jobs/scenarios.py runs.)
+    node1 = master/endpoint ``node1:29400``, node2 = worker, pg timeout 15 s,
+    times since launch (healthy job 4.7 s static / 5.9 s c10d).  Full table with
+    exact lines: tests/lab_jobs/FINDINGS.md; reproduce with
+    ``python tests/lab_jobs/scenarios.py``.  IFNAME = ``GLOO_SOCKET_IFNAME=eth0``.
 
-    MEASURED_FACTS_PLACEHOLDER
+    1. Worker's own hostname unresolvable.  c10d: node2's torchrun crashes in 2-5 s
+       with ``socket.gaierror: [Errno -2] Name or service not known`` (from
+       ``_matches_machine_hostname``), node1 hangs silently until join_timeout
+       (600 s) -> ``RendezvousTimeoutError``; IFNAME does NOT help
+       (``--rdzv-conf=is_host=0`` + IFNAME does).  static: Gloo falls back to
+       loopback (warning ``Unable to resolve hostname to a (local) address. Using
+       the loopback address as fallback...``); node1 fails at ~5 s with
+       ``... timed out connecting: SO_ERROR: Connection refused,
+       remote=[127.0.0.1]:P``, node2 at ~5x pg timeout with ``Connect timeout
+       [none]``; IFNAME fixes it.
+    2. Master name unresolvable on the worker.  Never fails fast: node2 logs
+       ``[c10d] The IPv6 network addresses of (node1, 29400) cannot be retrieved
+       (gai error: -2 - Name or service not known)`` again and again; c10d: node2
+       fails at ~148 s (2 x read_timeout 60 s + back-off, ``RendezvousConnectionError``),
+       node1 at join_timeout; static: both hang to the 900 s static timeout.
+       c10d with the endpoint as an IP still fails (workers get MASTER_ADDR = rank
+       0's fqdn) unless the master also gets ``--local-addr=<IP>``.
+    3. Rendezvous port REJECTed: no fail-fast, torch never says "refused":
+       c10d node2 fails at ~155 s (``The client socket has timed out after 60000ms
+       while trying to connect to (node1, 29400)``, retried once), node1 at
+       join_timeout; static: both hang to the static timeout.
+    4. Rendezvous port DROPped: c10d node2 fails at 62.6 s (same line, no retry),
+       node1 at join_timeout; static: both hang to the static timeout.
+    5. Only the rendezvous port open on the master: c10d fails at ~21 s (workers
+       use a second store on a random ephemeral port: ``timed out after 15000ms
+       while trying to connect to (node1, 42891)`` / ``DistStoreError: wait timeout
+       after 15000ms, keys: /default_pg/0//cpu//0/1``); static fails at ~5x pg
+       timeout (80 s) with ``Connect timeout [none]`` (Gloo ports).  IFNAME: no.
+    6. Hostname -> decoy NIC address on that node.  Depends on address order: Gloo's
+       numerically larger address dials the smaller.  Decoy below the peer's
+       address: peer fails at once with ``connect: Network is unreachable``
+       (unroutable) or both at ~5x pg timeout with ``Connect timeout [none]``
+       (black hole); 127.0.1.1 behaves the same (``Connection refused,
+       remote=[127.0.1.1]:P`` in ~5 s).  Decoy above: the job works.  IFNAME fixes all.
+    7. GLOO_SOCKET_IFNAME=eth9 (missing): that node fails at ~5 s with
+       ``[enforce fail at .../gloo/transport/tcp/device.cc:84] ifa != nullptr.
+       Unable to find address for: eth9``; the others at pg timeout
+       (``DistStoreError: wait timeout after 15000ms``).
+    8. Master port held by a listener that never answers: c10d hangs forever on
+       both nodes with NO output (EADDRINUSE swallowed); static: node1 fails at
+       ~3 s (``The server socket has failed to listen on any local network address.
+       port: 29400, ... name: EADDRINUSE``), node2 hangs forever.  Held by a leftover
+       torch TCPStore: c10d silently succeeds on the foreign store; static as above,
+       node2 until the static timeout.
 """
 
 from __future__ import annotations
@@ -82,7 +127,6 @@ import sys
 import tempfile
 import threading
 import time
-import weakref
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, Union
 
@@ -108,7 +152,7 @@ LOCK_DIR = Path(os.environ.get("DDPDOCTOR_LAB_LOCK_DIR", "/run/ddpdoctor-lab"))
 NETNS_RUN_DIR = Path("/run/netns")
 NETNS_ETC_DIR = Path("/etc/netns")
 SUPERNET = ipaddress.ip_network("198.18.0.0/15")
-N_SLOTS = 256  # a /23 per lab: even /24 for nodes, odd /24 for decoys
+N_SLOTS = 128  # a /22 per lab: [decoy-low /24][nodes /24][decoy-high /24][spare /24]
 TAG_VAR = "DDPDOCTOR_LAB_TAG"
 
 # Variables that must not leak from the test process into the lab's nodes.
@@ -412,17 +456,17 @@ def lab_available() -> tuple[bool, str]:
             probe = f"{PREFIX}probe-{os.getpid()}"
             ip = _which("ip")
             r = _run_host([ip, "netns", "add", probe], check=False)
+            _run_host([ip, "netns", "del", probe], check=False)
             if r.returncode != 0:
                 _AVAILABLE = (False, f"'ip netns add' failed: {r.stderr.strip()}")
             else:
-                _run_host([ip, "netns", "del", probe], check=False)
                 _AVAILABLE = (True, "")
         except LabUnavailable as e:
             _AVAILABLE = (False, str(e))
     return _AVAILABLE
 
 
-_LIVE_LABS: "weakref.WeakSet[Lab]" = weakref.WeakSet()
+_LIVE_LABS: "set[Lab]" = set()  # strong refs: a lab nobody closed is still closed at exit
 
 
 @atexit.register
@@ -447,9 +491,6 @@ class Lab:
     """
 
     def __init__(self, nodes: Sequence[str] = ("node1", "node2"), *, hosts: str | Mapping[str, HostsSpec] = "all"):
-        ok, why = lab_available()
-        if not ok:
-            raise LabUnavailable(why)
         nodes = list(nodes)
         if not nodes or len(nodes) > 200:
             raise ValueError("a lab needs 1..200 nodes")
@@ -458,11 +499,17 @@ class Lab:
                 raise ValueError(f"bad node name {n!r}: lowercase hostname label, <= 31 chars")
         if len(set(nodes)) != len(nodes):
             raise ValueError("duplicate node names")
+        if not (hosts in ("all", "self", "none") or isinstance(hosts, Mapping)):
+            raise ValueError(f"hosts must be 'all', 'self', 'none' or a dict, not {hosts!r}")
+        ok, why = lab_available()
+        if not ok:
+            raise LabUnavailable(why)
         self._ip = _which("ip")
         self._nsenter = _which("nsenter")
         self._unshare = _which("unshare")
         self._iptables = _which("iptables")
         self._closed = False
+        self._owner_pid = os.getpid()
         self._lock_path: Path | None = None
         self._nodes: dict[str, Node] = {}
         self._holders: dict[str, subprocess.Popen] = {}
@@ -502,9 +549,11 @@ class Lab:
                 break
             else:
                 raise LabError(f"all {N_SLOTS} lab slots in {LOCK_DIR} are taken")
-        base = int(SUPERNET.network_address) + self.slot * 512
-        self.subnet = ipaddress.ip_network((base, 24))
-        self.decoy_subnet = ipaddress.ip_network((base + 256, 24))
+        base = int(SUPERNET.network_address) + self.slot * 1024
+        self.block = ipaddress.ip_network((base, 22))
+        self.decoy_low_subnet = ipaddress.ip_network((base, 24))
+        self.subnet = ipaddress.ip_network((base + 256, 24))
+        self.decoy_high_subnet = ipaddress.ip_network((base + 512, 24))
         self.switch_ns = f"{PREFIX}{self.id}_sw"
         self.bridge = f"{PREFIX}{self.id}br"
 
@@ -621,12 +670,26 @@ class Lab:
     def addr(self, name: str) -> str:
         return self.node(name).addr
 
-    def decoy_cidr(self, k: int = 1) -> str:
-        """``198.x.y.k/24`` in this lab's decoy subnet: no node has a route to it, so
-        from any other node a connect() fails at once with ENETUNREACH."""
+    def decoy_subnet(self, side: str = "low") -> ipaddress.IPv4Network:
+        """The /24 from which :meth:`decoy_cidr` takes addresses (no node routes to it)."""
+        if side not in ("low", "high"):
+            raise ValueError("side must be 'low' or 'high'")
+        return self.decoy_low_subnet if side == "low" else self.decoy_high_subnet
+
+    def decoy_cidr(self, k: int = 1, side: str = "low") -> str:
+        """``A.B.C.k/24`` for :meth:`add_decoy`.  No node has a route to it, so from
+        any other node a connect() fails at once with ENETUNREACH (add a route
+        with :meth:`ip` + an iptables DROP to make it a silent black hole instead).
+
+        ``side="low"``: the address sorts *below* every node address; ``"high"``:
+        *above*.  This matters for Gloo: of two peers, the one whose advertised
+        address is numerically larger initiates the TCP connection to the smaller
+        one (gloo/transport/tcp/device.cc ``isInitiator``), so only a decoy that
+        sorts low is ever dialled by the others.
+        """
         if not 1 <= k <= 254:
             raise ValueError("k must be 1..254")
-        return f"{self.decoy_subnet.network_address + k}/24"
+        return f"{self.decoy_subnet(side).network_address + k}/24"
 
     # ------------------------------------------------------------------ environment / entering
     def _env(self, node: Node, env: Mapping[str, str | None] | None, tag: str) -> dict[str, str]:
@@ -645,7 +708,7 @@ class Lab:
     def _enter_argv(self, node: Node, argv: Sequence[str], cwd) -> list[str]:
         if isinstance(argv, (str, bytes)):
             raise TypeError("argv must be a list of strings (no shell)")
-        cwd = str(cwd if cwd is not None else REPO_ROOT)
+        cwd = os.path.abspath(cwd if cwd is not None else REPO_ROOT)
         return [self._nsenter, "-t", str(node.holder_pid), "-u", "-n", "-m", f"--wd={cwd}", "--",
                 *[str(a) for a in argv]]
 
@@ -795,6 +858,8 @@ class Lab:
         if self._closed:
             return
         self._closed = True
+        if os.getpid() != self._owner_pid:  # a forked child must not tear down its parent's lab
+            return
         problems: list[str] = []
         with self._mutex:
             procs = list(self._procs)
@@ -870,6 +935,8 @@ def torchrun_argv(*, nnodes: int, rdzv: str, endpoint_host: str, port: int, node
     elif rdzv == "static":
         argv += ["--rdzv-backend=static", f"--master-addr={endpoint_host}", f"--master-port={port}",
                  f"--node-rank={node_rank}"]
+        if rdzv_conf:
+            argv.append(f"--rdzv-conf={rdzv_conf}")
     else:
         raise ValueError("rdzv must be 'c10d' or 'static'")
     return argv + list(extra_args) + [str(script), *map(str, script_args)]
@@ -882,6 +949,7 @@ def run_torchrun_job(lab: Lab, *, master: str = "node1", nodes: Sequence[str] | 
                      job_timeout: float = 15, wall_timeout: float = 90,
                      script: str | os.PathLike = ALLREDUCE_SCRIPT, script_args: Sequence[str] = (),
                      rdzv_conf: str | None = None, extra_args: Sequence[str] = (),
+                     extra_args_per_node: Mapping[str, Sequence[str]] | None = None,
                      start_stagger_s: float = 0.0) -> JobResult:
     """Start one torchrun agent per node (all at once) running ``script``
     (default tests/lab_jobs/allreduce.py: gloo init + one all_reduce).
@@ -892,7 +960,9 @@ def run_torchrun_job(lab: Lab, *, master: str = "node1", nodes: Sequence[str] | 
     ``job_timeout`` -> ``LAB_PG_TIMEOUT`` (init_process_group timeout, seconds).
     ``wall_timeout`` bounds everything: on expiry every process of the job on every
     node is killed and ``timed_out`` is True.  ``env`` applies to all nodes,
-    ``env_per_node[node]`` on top.
+    ``env_per_node[node]`` on top.  ``extra_args`` (all nodes) and
+    ``extra_args_per_node[node]`` are torchrun options placed before the script
+    (e.g. ``["--local-addr=198.18.1.1"]``; a repeated option wins over an earlier one).
     """
     names = list(nodes) if nodes is not None else lab.names
     if master in names:
@@ -912,7 +982,7 @@ def run_torchrun_job(lab: Lab, *, master: str = "node1", nodes: Sequence[str] | 
             e = {"LAB_PG_TIMEOUT": str(job_timeout), **(env or {}), **((env_per_node or {}).get(n, {}))}
             argv = torchrun_argv(nnodes=len(names), rdzv=rdzv, endpoint_host=host, port=port, node_rank=rank,
                                  rdzv_id=rdzv_id, script=script, script_args=script_args, rdzv_conf=rdzv_conf,
-                                 extra_args=extra_args)
+                                 extra_args=[*extra_args, *((extra_args_per_node or {}).get(n, ()))])
             argvs[n] = argv
             f = open(os.path.join(tmp, f"{n}.log"), "w+")
             files[n] = f

@@ -74,21 +74,28 @@ def setup_only_rdzv_port_open(lab):
     lab.iptables("node1", "-A", "INPUT", "-i", "eth0", "-p", "tcp", "-j", "DROP")
 
 
-def setup_decoy_unroutable(lab):
-    cidr = lab.decoy_cidr(2)
+def _decoy(lab, side):
+    cidr = lab.decoy_cidr(2, side)
     lab.add_decoy("node2", "docker0", cidr)
-    lab.set_hosts("node2", {"node1": lab.addr("node1"), "node2": cidr.split("/")[0]})
+    decoy = cidr.split("/")[0]
+    lab.set_hosts("node2", {"node1": lab.addr("node1"), "node2": decoy})
+    return decoy
 
 
-def setup_decoy_blackhole(lab):
+def setup_decoy_low_unroutable(lab):
+    _decoy(lab, "low")
+
+
+def setup_decoy_high_unroutable(lab):
+    _decoy(lab, "high")
+
+
+def setup_decoy_low_blackhole(lab):
     # node1 routes the decoy subnet to node2, node2 silently drops it: like a
     # real cluster where the decoy address goes to a default gateway and vanishes.
-    cidr = lab.decoy_cidr(2)
-    decoy = cidr.split("/")[0]
-    lab.add_decoy("node2", "docker0", cidr)
-    lab.ip("node1", "route", "add", str(lab.decoy_subnet), "via", lab.addr("node2"))
+    decoy = _decoy(lab, "low")
+    lab.ip("node1", "route", "add", str(lab.decoy_subnet("low")), "via", lab.addr("node2"))
     lab.iptables("node2", "-A", "INPUT", "-i", "eth0", "-d", decoy, "-j", "DROP")
-    lab.set_hosts("node2", {"node1": lab.addr("node1"), "node2": decoy})
 
 
 def setup_hostname_127011(lab):
@@ -110,18 +117,25 @@ SCENARIOS = {
     "healthy": (setup_none, [("c10d", {}), ("static", {"rdzv": "static"})]),
     "worker_own_hostname_unresolvable": (setup_worker_own_unresolvable, [
         ("c10d", {}), ("static", {"rdzv": "static"}),
-        ("c10d+IFNAME=eth0", {"env": IFNAME}), ("static+IFNAME=eth0", {"rdzv": "static", "env": IFNAME})]),
+        ("c10d+IFNAME=eth0", {"env": IFNAME}), ("static+IFNAME=eth0", {"rdzv": "static", "env": IFNAME}),
+        ("c10d node2 is_host=0", {"extra_args_per_node": {"node2": ["--rdzv-conf=is_host=0"]}}),
+        ("c10d node2 is_host=0+IFNAME=eth0", {"env": IFNAME,
+                                              "extra_args_per_node": {"node2": ["--rdzv-conf=is_host=0"]}})]),
     "master_unresolvable_on_worker": (setup_master_unresolvable, [
         ("c10d", {}), ("static", {"rdzv": "static"}),
-        ("c10d endpoint=IP", {"master_addr": "ADDR1"}), ("static master=IP", {"rdzv": "static", "master_addr": "ADDR1"})]),
+        ("c10d endpoint=IP", {"master_addr": "ADDR1"}), ("static master=IP", {"rdzv": "static", "master_addr": "ADDR1"}),
+        ("c10d endpoint=IP+node1 --local-addr=IP", {"master_addr": "ADDR1",
+                                                    "extra_args_per_node": {"node1": ["--local-addr=ADDR1"]}})]),
     "rdzv_port_reject": (setup_rdzv_reject, [("c10d", {}), ("static", {"rdzv": "static"})]),
     "rdzv_port_drop": (setup_rdzv_drop, [("c10d", {}), ("static", {"rdzv": "static"})]),
     "only_rdzv_port_open_on_master": (setup_only_rdzv_port_open, [("c10d", {}), ("static", {"rdzv": "static"})]),
-    "hostname_to_decoy_unroutable": (setup_decoy_unroutable, [
+    "hostname_to_decoy_low_unroutable": (setup_decoy_low_unroutable, [
         ("c10d", {}), ("static", {"rdzv": "static"}),
         ("c10d+IFNAME=eth0", {"env": IFNAME}), ("static+IFNAME=eth0", {"rdzv": "static", "env": IFNAME})]),
-    "hostname_to_decoy_blackhole": (setup_decoy_blackhole, [
+    "hostname_to_decoy_low_blackhole": (setup_decoy_low_blackhole, [
         ("c10d", {}), ("static", {"rdzv": "static"}), ("c10d+IFNAME=eth0", {"env": IFNAME})]),
+    "hostname_to_decoy_high_unroutable": (setup_decoy_high_unroutable, [
+        ("c10d", {}), ("static", {"rdzv": "static"})]),
     "hostname_to_127.0.1.1": (setup_hostname_127011, [
         ("c10d", {}), ("static", {"rdzv": "static"}), ("c10d+IFNAME=eth0", {"env": IFNAME})]),
     "gloo_ifname_missing": (setup_none, [
@@ -140,6 +154,10 @@ def main() -> None:
     ap.add_argument("--job-timeout", type=float, default=15)
     ap.add_argument("--out", default="/tmp/ddplab-scenarios/results.json")
     ap.add_argument("--variant", default=None, help="substring filter on variant names")
+    ap.add_argument("--short-rdzv", action="store_true",
+                    help="shorten rendezvous timeouts (c10d join_timeout=45, static timeout=45) "
+                         "to see how a hang finally ends")
+    ap.add_argument("--tag", default="", help="suffix for result keys")
     a = ap.parse_args()
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -152,11 +170,16 @@ def main() -> None:
             with L.Lab() as lab:
                 setup(lab)
                 kw = dict(kw)
+                if a.short_rdzv:
+                    kw["rdzv_conf"] = "timeout=45" if kw.get("rdzv") == "static" else "join_timeout=45"
                 if kw.get("master_addr") == "ADDR1":
                     kw["master_addr"] = lab.addr("node1")
+                if "extra_args_per_node" in kw:
+                    kw["extra_args_per_node"] = {n: [x.replace("ADDR1", lab.addr("node1")) for x in v]
+                                                 for n, v in kw["extra_args_per_node"].items()}
                 r = L.run_torchrun_job(lab, master="node1", port=PORT, job_timeout=a.job_timeout,
                                        wall_timeout=a.wall, **kw)
-            key = f"{name} / {vname}"
+            key = f"{name} / {vname}{a.tag}"
             print(f"=== {key}\n{r.summary()}\n", flush=True)
             safe = key.replace(" ", "_").replace("/", "-")
             for n, text in r.output.items():
