@@ -18,6 +18,17 @@ Every node of a :class:`Lab` is a tiny fake host:
   created, and the host firewall / ``br_netfilter`` / Docker's FORWARD policy
   cannot interfere).
 
+API at a glance (root only; see tests/conftest.py for the ``lab``/``make_lab`` fixtures)
+    ``with Lab(("node1", "node2"), hosts="all") as lab:``
+    ``lab.node(n)`` -> :class:`Node` (``.name .ns .addr .iface .cidr .holder_pid .etc_dir``),
+    ``lab.addr(n)``, ``lab.names``, ``lab.subnet``, ``lab.decoy_cidr(k, "low"|"high")``,
+    ``lab.run(n, argv, timeout=..)``, ``lab.popen(n, argv, **popen_kw)``, ``lab.kill(popen)``,
+    ``lab.kill_all(n)`` (everything in the node except its holder), ``lab.set_hosts(n, {...} | lines)``,
+    ``lab.iptables(n, *args)``, ``lab.ip(n, *args)``, ``lab.add_decoy(n, ifname, cidr)``,
+    ``lab.mount_tmpfs(n, path, "64M")``, ``lab.close()``;
+    ``run_torchrun_job(lab, master=, nodes=, port=, rdzv="c10d"|"static", env=, env_per_node=,
+    job_timeout=, wall_timeout=, ...)`` -> :class:`JobResult`;  :func:`cleanup_stale`.
+
 How a command enters a node
     Each node has a long-lived *holder* process, started as
     ``ip netns exec NS unshare --uts -- python -c <holder>``; the holder sets the
@@ -32,8 +43,9 @@ Isolation between concurrent labs
     Every Lab owns one slot ``N`` (0..127) of ``198.18.0.0/15`` taken by an
     ``O_EXCL`` lock file ``/run/ddpdoctor-lab/slot-NNN.lock`` (JSON with the
     owner pid and its start time), created under an ``flock`` on
-    ``/run/ddpdoctor-lab/.alloc``.  Slot ``N`` gives lab id ``f"{N:04x}"`` (so all
-    names are unique while the lock is held) and the /22 ``lab.block`` =
+    ``/run/ddpdoctor-lab/.alloc``.  The lock also records the lab id: 4 random
+    hex digits not used by any live lock or existing namespace (so names are unique,
+    and a freed slot's names are not reused at once).  Slot ``N`` gives the /22 ``lab.block`` =
     ``198.18.0.0 + N*1024``: first /24 = low decoys, second /24 = ``lab.subnet``
     (node ``i`` is ``.i``), third /24 = high decoys (see :meth:`Lab.decoy_cidr`;
     no node has a route to a decoy subnet).  Before allocating, locks whose owner
@@ -119,6 +131,7 @@ import ipaddress
 import itertools
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -384,7 +397,7 @@ def _read_lock(path: Path) -> dict | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
-        return {}  # half-written/corrupt: treated as stale only if old enough (see caller)
+        return {}  # half-written/corrupt (the writer died between create and write)
 
 
 def _cleanup_stale_locked() -> list[str]:
@@ -395,18 +408,17 @@ def _cleanup_stale_locked() -> list[str]:
         info = _read_lock(path)
         if info is None:
             continue
-        lab_id = f"{int(path.stem.split('-')[1]):04x}"
-        if not info:
-            # Corrupt lock file: the writer crashed between create and write (we write
-            # under the flock, so nobody is writing it now).
-            dead = True
-        else:
-            dead = not _pid_alive(int(info.get("pid", 0)), info.get("start"))
+        lab_id = str(info.get("id", ""))
+        # A corrupt lock: its writer crashed between create and write (locks are
+        # written under the flock, so nobody is writing it now).  Its namespaces, if
+        # any, are found by the orphan scan below.
+        dead = not info or not _pid_alive(int(info.get("pid", 0)), info.get("start"))
         if dead:
-            _destroy_lab_id(lab_id)
+            if re.fullmatch(r"[0-9a-f]{4}", lab_id):
+                _destroy_lab_id(lab_id)
+                removed.append(lab_id)
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-            removed.append(lab_id)
         else:
             live_ids.add(lab_id)
     # Namespaces / etc dirs with our prefix but no live lock (lock already gone).
@@ -528,9 +540,13 @@ class Lab:
 
     # ------------------------------------------------------------------ setup
     def _allocate(self) -> None:
-        start = (os.getpid() * 7 + int(time.time() * 1000)) % N_SLOTS
+        rng = random.SystemRandom()
+        start = rng.randrange(N_SLOTS)
         with _alloc_lock():
             _cleanup_stale_locked()
+            taken = {str((_read_lock(p) or {}).get("id")) for p in LOCK_DIR.glob("slot-*.lock")}
+            taken |= {m.group(1) for m in map(_LAB_NS_RE.match, _ns_names()) if m}
+            lab_id = next(i for i in (f"{rng.randrange(1 << 16):04x}" for _ in iter(int, 1)) if i not in taken)
             for k in range(N_SLOTS):
                 slot = (start + k) % N_SLOTS
                 path = _slot_path(slot)
@@ -539,13 +555,11 @@ class Lab:
                 except FileExistsError:
                     continue
                 with os.fdopen(fd, "w") as f:
-                    json.dump({"pid": os.getpid(), "start": _proc_start_time(os.getpid()),
-                               "argv": sys.argv[:4], "created": time.time()}, f)
+                    json.dump({"pid": os.getpid(), "start": _proc_start_time(os.getpid()), "id": lab_id,
+                               "slot": slot, "argv": sys.argv[:4], "created": time.time()}, f)
                 self._lock_path = path
                 self.slot = slot
-                self.id = f"{slot:04x}"
-                # Anything still named after this id is a leftover (we own it now).
-                _destroy_lab_id(self.id)
+                self.id = lab_id
                 break
             else:
                 raise LabError(f"all {N_SLOTS} lab slots in {LOCK_DIR} are taken")
