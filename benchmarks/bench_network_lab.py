@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from lab import Lab, run_torchrun_job  # noqa: E402
@@ -75,10 +74,7 @@ SCENARIOS = {
 
 
 def run_one(name: str, wall: float) -> tuple[str, float, str, float, str]:
-    spare = None
     lab = Lab()
-    if name == "decoy-interface" and lab.addr("node1").startswith("198.18.0."):
-        spare, lab = lab, Lab()
     holder = None
     try:
         if name == "master-port-in-use":
@@ -103,8 +99,6 @@ def run_one(name: str, wall: float) -> tuple[str, float, str, float, str]:
         if holder is not None:
             lab.kill(holder)
         lab.close()
-        if spare:
-            spare.close()
 
 
 def main() -> None:

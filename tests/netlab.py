@@ -86,12 +86,9 @@ def drop_all_but_rendezvous(lab, node="node1"):
     lab.iptables(node, "-A", "INPUT", "-p", "tcp", "-i", "eth0", "-j", "DROP")
 
 
-LOW_DECOY = "198.18.0.2/24"
-
-
 def hostname_on_low_decoy(lab, node="node2"):
-    """`node`'s hostname resolves to a decoy interface that no other node can reach, below every
-    peer's address (the lab's subnet must not be 198.18.0.0/24 itself)."""
-    assert not lab.addr(node).startswith("198.18.0."), "this lab's subnet is the decoy's"
-    lab.add_decoy(node, "decoy0", LOW_DECOY)
-    lab.set_hosts(node, {n: lab.addr(n) for n in lab.names if n != node} | {node: LOW_DECOY.split("/")[0]})
+    """`node`'s hostname resolves to a decoy interface that no other node can reach and whose
+    address sorts below every peer's (so Gloo peers dial it; see tests/lab_jobs/FINDINGS.md 6a)."""
+    decoy = lab.decoy_cidr(side="low")
+    lab.add_decoy(node, "decoy0", decoy)
+    lab.set_hosts(node, {n: lab.addr(n) for n in lab.names if n != node} | {node: decoy.split("/")[0]})

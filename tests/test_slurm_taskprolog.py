@@ -18,9 +18,7 @@ def slurm_with_decoy(make_lab):
     below node1's: Gloo's higher-addressed peer dials it and fails (measured: see DD303's docs and
     test_hostname_resolving_to_a_decoy_interface in test_lab_network.py)."""
     lab = make_lab(("head", "node1", "node2"))
-    if lab.addr("node1").startswith("198.18.0."):
-        lab = make_lab(("head", "node1", "node2"))  # take a lab whose subnet has 198.18.0.0/24 below it
-    decoy = "198.18.0.2"
+    decoy = lab.decoy_cidr(side="low").split("/")[0]
     lab.add_decoy("node2", "decoy0", f"{decoy}/24")
     lab.set_hosts("node2", {**{n: lab.addr(n) for n in lab.names}, "node2": decoy})
     slurm = start_or_skip(lab)

@@ -10,11 +10,13 @@ from ddpdoctor.registry import Skip, check
 SLOW_RESOLVER_S = 1.0
 
 
-def _hosts_line_fix(ctx, summary: str) -> Fix:
+def _hosts_line_fix(ctx, summary: str, *, with_env: bool = True) -> Fix:
+    """The /etc/hosts line that maps this host's name to the address that reaches the master,
+    plus (`with_env`) GLOO_SOCKET_IFNAME for that interface where the variable alone fixes it."""
     addr = ctx.route.src_addr if ctx.route and ctx.route.ok and not is_loopback(ctx.route.src_addr) else None
     cmds = (f"echo '{addr} {ctx.hostname}' | sudo tee -a /etc/hosts",) if addr else ()
     env = {}
-    if ctx.route_nic and not ctx.route_nic.is_loopback:
+    if with_env and ctx.route_nic and not ctx.route_nic.is_loopback:
         env = {"GLOO_SOCKET_IFNAME": ctx.route_nic.name}
     return Fix(summary, cmds, env)
 
@@ -25,13 +27,16 @@ def hostname_resolves(ctx):
     `getaddrinfo(gethostname())` returns at least one address on this host.
 
     ## Why it matters
-    torchrun's c10d rendezvous and Gloo's default device both resolve the local hostname. When it
-    does not resolve, the launcher dies with `socket.gaierror: [Errno -2] Name or service not known`
-    (or Gloo with `getaddrinfo ... Name or service not known`) before any training code runs.
+    torchrun's c10d rendezvous and Gloo's default device both resolve the local hostname.
+    Measured with torch 2.13: with the c10d rendezvous the agent on that node crashes with
+    `socket.gaierror: [Errno -2] Name or service not known` (in `_matches_machine_hostname`) while
+    the master waits silently for the 600 s join timeout; with the static rendezvous Gloo falls
+    back to loopback and the *healthy* rank 0 fails first, naming 127.0.0.1.
 
     ## Fix
-    Add the host's own address to `/etc/hosts` (or DNS): `198.18.1.2 node2`. Setting
-    `GLOO_SOCKET_IFNAME` to the interface that reaches the master avoids Gloo's lookup.
+    Add the host's own address to `/etc/hosts` (or DNS): `198.18.1.2 node2`. An interface
+    variable is not enough with c10d (the agent itself needs the name); with the static
+    rendezvous `GLOO_SOCKET_IFNAME` works around it.
     """
     r = ctx.local_res
     if r.ok:
@@ -39,8 +44,9 @@ def hostname_resolves(ctx):
                       evidence={"hostname": ctx.hostname, "addrs": r.addrs})
         return
     yield Finding(Severity.ERROR, f"this host's name {ctx.hostname!r} does not resolve: {r.error}",
-                  hint="torchrun's c10d rendezvous and Gloo call getaddrinfo(gethostname()) and stop with socket.gaierror",
-                  fix=_hosts_line_fix(ctx, f"make {ctx.hostname} resolve to the address that reaches the master"),
+                  hint="torchrun's c10d agent crashes with socket.gaierror; static rendezvous: Gloo falls back to loopback",
+                  fix=_hosts_line_fix(ctx, f"make {ctx.hostname} resolve to the address that reaches the master",
+                                      with_env=False),
                   evidence={"hostname": ctx.hostname, "error": r.error})
 
 
@@ -145,8 +151,10 @@ def master_resolves(ctx):
     `RendezvousConnectionError` on the workers.
 
     ## Fix
-    Add the master to this node's `/etc/hosts` or DNS, or use its IP address in
-    `--rdzv-endpoint` / `MASTER_ADDR`.
+    Add the master to this node's `/etc/hosts` or DNS. Measured with torch 2.13: an IP address in
+    `--rdzv-endpoint` is *not* enough with the c10d rendezvous, because the workers get
+    `MASTER_ADDR` = rank 0's FQDN; add `--local-addr=<IP>` on the master too. With the static
+    rendezvous `--master-addr=<IP>` is enough.
     """
     r = ctx.master_res
     if r.ok:
@@ -154,7 +162,8 @@ def master_resolves(ctx):
         return
     yield Finding(Severity.ERROR, f"the master {ctx.master!r} does not resolve on {ctx.hostname}: {r.error}",
                   hint="the workers must resolve the rendezvous host; test with: getent ahosts " + ctx.master,
-                  fix=Fix(f"add the master to /etc/hosts on {ctx.hostname} (or DNS), or use its IP address",
+                  fix=Fix(f"add the master to /etc/hosts on {ctx.hostname} (or DNS); with an IP endpoint, c10d also "
+                          "needs --local-addr=<IP> on the master",
                           (f"echo '<master-ip> {ctx.master}' | sudo tee -a /etc/hosts",)),
                   evidence={"master": ctx.master, "error": r.error})
 

@@ -109,8 +109,11 @@ def ephemeral_ports_open(ctx):
 
     ## Why it matters
     After rendezvous, Gloo and NCCL connect to each other on ephemeral ports. A firewall that
-    passes only the rendezvous port lets rendezvous succeed, then the first collective hangs
-    until the process-group timeout (10-30 min), with no error that names the firewall.
+    passes only the rendezvous port lets rendezvous succeed, then the job hangs with no error that
+    names the firewall. Measured with torch 2.13: with the c10d rendezvous even the workers' store
+    is on an ephemeral port (rank 0's agent serves them a second TCPStore), so they fail at the
+    process-group timeout with `DistStoreError: wait timeout`; with the static rendezvous Gloo
+    reports `connectFullMesh failed ... Connect timeout [none]` only after about 5x that timeout.
 
     ## Fix
     Accept TCP from the other nodes on the ephemeral range (or trust the cluster subnet) in the
