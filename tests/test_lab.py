@@ -158,11 +158,21 @@ def test_run_timeout_kills_detached_descendants(lab):
 def test_kill_all_and_ip_netns_pids_agree(lab):
     for _ in range(3):
         lab.popen("node2", ["sleep", "1000"])
-    lab.popen("node2", [PY, "-c", "import os,time; os.setsid(); time.sleep(1000)"])
+    # a child that leaves the session it was started in, as torchrun's workers do
+    p = lab.popen("node2", [PY, "-c", "import os,time\nif os.fork() == 0:\n    os.setsid(); print('up', flush=True)\n"
+                                       "time.sleep(1000)"], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "up"
     ns = lab.node("node2").ns
-    listed = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=True).stdout.split()
-    assert sorted(map(int, listed)) == sorted(netns_pids(ns))
-    assert len(listed) == 5  # holder + 4
+    # popen returns before nsenter has exec'd everything: compare once the namespace is settled
+    deadline = time.monotonic() + 10
+    while True:
+        listed = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=True).stdout.split()
+        ours = netns_pids(ns)
+        if (len(listed) == 6 and sorted(map(int, listed)) == sorted(ours)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert sorted(map(int, listed)) == sorted(ours)
+    assert len(listed) == 6  # holder + 3 sleeps + the python and its setsid child
     lab.kill_all("node2")
     assert netns_pids(ns) == [lab.node("node2").holder_pid]
     assert lab.run("node2", ["hostname"], timeout=10).stdout.strip() == "node2"
