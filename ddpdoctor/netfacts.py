@@ -146,7 +146,3 @@ class NetworkFacts:
         if "permitted" in low or "permission" in low or "socket:" in low:
             return Ping("unavailable", None, out.splitlines()[-1] if out else "ICMP not permitted")
         return Ping("lost", None, out.splitlines()[-1] if out else f"ping exit {p.returncode}")
-
-    @lazy
-    def port_range(self) -> tuple[int, int] | None:
-        return read_port_range()

@@ -1,6 +1,7 @@
 """`ddpdoctor network`: rendezvous pre-flight from a worker (or the master), and `--listen` mode."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -60,7 +61,7 @@ def network(master, port, listen, expect, timeout, probe_timeout, json_out, sele
     env = report.fix_env()
     if env and not json_out:
         lines = ["To apply the environment fixes on this host:"] + [f"  export {k}={v}" for k, v in env.items()]
-        report = type(report)(**{**report.__dict__, "extra": {**report.extra, "text": "\n".join(lines)}})
+        report = dataclasses.replace(report, extra={**report.extra, "text": "\n".join(lines)})
     emit(report, json_out=json_out, verbose=verbose)
 
 

@@ -5,6 +5,7 @@ Colour only on a TTY and never when NO_COLOR is set (https://no-color.org).
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from typing import TextIO
 
@@ -70,7 +71,7 @@ def _result_lines(r: CheckResult, p: _Painter, verbose: bool) -> list[str]:
         if f.fix:
             out.append(f"      fix: {f.fix.summary}")
             for k, v in f.fix.env.items():
-                out.append(f"        $ export {k}={_shquote(v)}")
+                out.append(f"        $ export {k}={shlex.quote(v)}")
             for c in f.fix.commands:
                 out.append(f"        $ {c}")
             if f.fix.code:
@@ -95,11 +96,6 @@ def footer(report: Report, p: _Painter | None = None) -> str:
         if c[key]:
             parts.append(p(f"{c[key]} {label}", code))
     return ", ".join(parts or ["no checks ran"]) + f" in {report.duration_s:.1f}s"
-
-
-def _shquote(v: str) -> str:
-    import shlex
-    return shlex.quote(v)
 
 
 def write(report: Report, stream: TextIO | None = None, verbose: bool = False) -> None:
