@@ -95,7 +95,8 @@ def footer(report: Report, p: _Painter | None = None) -> str:
                              ("pass", "passed", "32"), ("skip", "skipped", "2")):
         if c[key]:
             parts.append(p(f"{c[key]} {label}", code))
-    return ", ".join(parts or ["no checks ran"]) + f" in {report.duration_s:.1f}s"
+    took = f"{report.duration_s:.2f}s" if report.duration_s < 10 else f"{report.duration_s:.1f}s"
+    return ", ".join(parts or ["no checks ran"]) + f" in {took}"
 
 
 def write(report: Report, stream: TextIO | None = None, verbose: bool = False) -> None:
