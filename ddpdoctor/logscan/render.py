@@ -1,13 +1,13 @@
 """Human text and JSON for `ddpdoctor explain --log`."""
 from __future__ import annotations
 
-import shlex
 import socket
 
 from ddpdoctor.catalog.model import CONSEQUENCE
 from ddpdoctor.logscan import Explanation
 from ddpdoctor.logscan.ranker import Diagnosis
 from ddpdoctor.model import Report
+from ddpdoctor.render.text import fix_lines
 
 SHOW_FULL = 0.35        # diagnoses at or above this confidence get a full section
 MAX_SECTIONS = 5
@@ -118,13 +118,7 @@ def _section(ex: Explanation, d: Diagnosis, i: int, numbers: dict, p: _Paint) ->
         out.append(f"     line {e.line}: {_clip(e.text)}")
         if e.note:
             out.append(f"       -> {e.note}")
-    out.append(f"   fix: {fm.fix.summary}")
-    for k, v in fm.fix.env.items():
-        out.append(f"     $ export {k}={shlex.quote(v)}")
-    for c in fm.fix.commands:
-        out.append(f"     $ {ex.confirm.fill(c)}")
-    if fm.fix.code:
-        out += [f"     | {line}" for line in fm.fix.code.splitlines()]
+    out += fix_lines(fm.fix, "   ", ex.confirm.fill)
     if fm.confirm:
         checks = f"   (checks {', '.join(fm.checks)})" if fm.checks else ""
         out.append(f"   confirm: {ex.confirm.fill(fm.confirm)}{checks}")

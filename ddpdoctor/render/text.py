@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import TextIO
+from typing import Callable, TextIO
 
-from ddpdoctor.model import CheckResult, Report, Severity, Status
+from ddpdoctor.model import CheckResult, Fix, Report, Severity, Status
 
 SYMBOL = {
     Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗",
@@ -69,14 +69,18 @@ def _result_lines(r: CheckResult, p: _Painter, verbose: bool) -> list[str]:
         if f.hint:
             out.append(f"      {p(f.hint, '2')}")
         if f.fix:
-            out.append(f"      fix: {f.fix.summary}")
-            for k, v in f.fix.env.items():
-                out.append(f"        $ export {k}={shlex.quote(v)}")
-            for c in f.fix.commands:
-                out.append(f"        $ {c}")
-            if f.fix.code:
-                for line in f.fix.code.splitlines():
-                    out.append(f"        | {line}")
+            out.extend(fix_lines(f.fix, "      "))
+    return out
+
+
+def fix_lines(fix: Fix, indent: str, fill: Callable[[str], str] = lambda c: c) -> list[str]:
+    """A fix as the human output shows it everywhere: summary, `$ export`s, `$ command`s, `| code`.
+
+    `fill` completes command templates (explain fills in the master's name from the log)."""
+    out = [f"{indent}fix: {fix.summary}"]
+    out += [f"{indent}  $ export {k}={shlex.quote(v)}" for k, v in fix.env.items()]
+    out += [f"{indent}  $ {fill(c)}" for c in fix.commands]
+    out += [f"{indent}  | {line}" for line in fix.code.splitlines()]
     return out
 
 
