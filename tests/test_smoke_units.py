@@ -283,7 +283,7 @@ def test_json_report_carries_per_rank_records_and_the_verdict():
 
 
 def test_importing_the_smoke_command_and_report_does_not_import_torch():
-    code = ("import sys; import ddpdoctor.smoke.command, ddpdoctor.smoke.report, ddpdoctor.smoke.supervise; "
+    code = ("import sys; import ddpdoctor.cli.smoke, ddpdoctor.smoke.report, ddpdoctor.smoke.supervise; "
             "from ddpdoctor import registry; registry.load_all(); import ddpdoctor; ddpdoctor.__version__; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -2,7 +2,7 @@
 
 Layout (torch is imported only by `worker`, which always runs in a child process):
 
-    command.py    click command: options, launch mode, report, exit code
+    (the click command lives in ddpdoctor/cli/smoke.py)
     launch.py     torchrun / srun / mpirun / standalone: what each launcher tells a process
     supervise.py  runs worker processes in their own sessions, reads their progress, kills on timeout
     worker.py     the torch side: store, backend, init, collectives, bandwidth, NVML snapshots

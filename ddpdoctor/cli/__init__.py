@@ -20,12 +20,12 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_CRASH = 0, 1, 2, 3
 
 # name -> "module:attribute"; each module stays cheap to import (torch only inside functions).
 LAZY_COMMANDS = {
-    "network": "ddpdoctor.commands.network:network",
-    "list-checks": "ddpdoctor.commands.catalog:list_checks",
-    "explain": "ddpdoctor.commands.explain:explain",
-    "smoke": "ddpdoctor.smoke.command:smoke",
-    "prolog": "ddpdoctor.slurm.command:prolog",
-    "cluster": "ddpdoctor.slurm.cluster_command:cluster",
+    "network": "ddpdoctor.cli.network:network",
+    "list-checks": "ddpdoctor.cli.list_checks:list_checks",
+    "explain": "ddpdoctor.cli.explain:explain",
+    "smoke": "ddpdoctor.cli.smoke:smoke",
+    "prolog": "ddpdoctor.cli.prolog:prolog",
+    "cluster": "ddpdoctor.cli.cluster:cluster",
 }
 
 

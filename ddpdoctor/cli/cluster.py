@@ -51,9 +51,9 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
 
     Exit 0 when every node reported and every pair connects; 1 otherwise (on the first node).
     """
-    from ddpdoctor.commands.common import emit
+    from ddpdoctor.cli.common import emit
     from ddpdoctor.slurm import cluster as cl
-    from ddpdoctor.slurm.command import _process_age
+    from ddpdoctor.cli.prolog import _process_age
 
     started = time.monotonic() - _process_age()
     port_n = validate_port(port) if port is not None else None

@@ -109,7 +109,7 @@ def _interrupted(outcome) -> None:
 
 def _finish(cfg, outcome, fix_outcome, *, launcher, json_out, select, ignore, fail_on_warning, verbose,
             t0, master=None, port=None) -> None:
-    from ddpdoctor.commands.common import emit
+    from ddpdoctor.cli.common import emit
     from ddpdoctor.smoke.report import build_report
     logs = _logs_of_failed(outcome)
     report = build_report(outcome.world or {"records": {}, "world_size": 0}, cfg, launcher=launcher, select=select,

@@ -11,7 +11,7 @@ import time
 
 import click
 
-from ddpdoctor.commands.common import emit, report_options
+from ddpdoctor.cli.common import emit, report_options
 from ddpdoctor.validate import BadInput, validate_host, validate_port, validate_seconds
 
 DEFAULT_PORT = 29400  # torchrun's c10d rendezvous default

@@ -1,1 +1,0 @@
-"""One module per subcommand; each imports only what it needs."""
