@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ddpdoctor.handshake import PROTO, clean_token, read_line
-from ddpdoctor.netfacts import read_port_range
+from ddpdoctor.facts.network import read_port_range
 from ddpdoctor.probes.nics import list_nics, nic_with_addr
 
 
