@@ -76,7 +76,7 @@ def default_master_checked() -> str:
 
 
 def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> None:
-    from ddpdoctor.listen import ListenError, listen
+    from ddpdoctor.peerprobe.server import ListenError, listen
 
     host = socket.gethostname()
 
