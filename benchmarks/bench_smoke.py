@@ -24,7 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from ddpdoctor.smoke import bandwidth as bw  # noqa: E402
+from ddpdoctor.facts import bandwidth as bw  # noqa: E402
 from ddpdoctor.smoke.plan import SmokeConfig, bandwidth_iters, bandwidth_sizes, fmt_bytes  # noqa: E402
 
 LAUNCH = '''

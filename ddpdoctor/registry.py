@@ -61,12 +61,21 @@ class Check:
 REGISTRY: dict[str, Check] = {}
 
 
+# The commands that run checks: a check's tags must name one of them, so a misspelled tag fails at
+# registration instead of silently dropping the check from every command. tests/test_registry.py
+# keeps the used ones in step with cli/__init__.py LAZY_COMMANDS. New command: add its name here.
+COMMAND_TAGS = frozenset({"network", "smoke", "prolog", "cluster", "inspect", "run", "lint"})
+
+
 def check(id: str, title: str, *, category: str, tags: Iterable[str] = (), timeout: float = 5.0, order: int = 0):
-    """Register a check. `tags` name the commands (and modes) that run it, e.g. {"network", "worker"}."""
+    """Register a check. `tags` name the commands (and modes) that run it, e.g. {"network", "prolog"}; see COMMAND_TAGS."""
     if not ID_RE.match(id):
         raise ValueError(f"bad check id {id!r}: want DD + 3 digits")
     if CATEGORY_DIGIT[id[2]] != category or category not in CATEGORIES:
         raise ValueError(f"{id}: category {category!r} does not match its first digit ({CATEGORY_DIGIT[id[2]]})")
+    unknown = set(tags) - COMMAND_TAGS
+    if unknown:
+        raise ValueError(f"{id}: tags {sorted(unknown)} name no command (known: {sorted(COMMAND_TAGS)})")
 
     def deco(func):
         if id in REGISTRY and REGISTRY[id].func.__qualname__ != func.__qualname__:

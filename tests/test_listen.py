@@ -6,8 +6,8 @@ import sys
 import threading
 import time
 
-from ddpdoctor import handshake
-from ddpdoctor.listen import ListenError, listen
+from ddpdoctor.peerprobe import protocol as handshake
+from ddpdoctor.peerprobe.server import ListenError, listen
 from ddpdoctor.probes import sockets
 
 

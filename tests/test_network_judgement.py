@@ -1,8 +1,8 @@
 """Facts -> findings for `network`, with plain data (the lab tests prove the facts on real hosts)."""
 from ddpdoctor import registry
-from ddpdoctor.handshake import Hello
+from ddpdoctor.peerprobe.protocol import Hello
 from ddpdoctor.model import Severity, Status
-from ddpdoctor.netfacts import NetworkFacts
+from ddpdoctor.facts.network import NetworkFacts
 from ddpdoctor.probes.dns import Resolution
 from ddpdoctor.probes.nics import Nic
 from ddpdoctor.probes.sockets import FILTERED, OPEN, REFUSED, Route, TcpProbe

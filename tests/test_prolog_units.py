@@ -10,7 +10,7 @@ from ddpdoctor.model import CheckResult, Finding, Severity, Status
 from ddpdoctor.probes import system
 from ddpdoctor.probes.nvml import Gpu, GpuProcess, Snapshot
 from ddpdoctor.slurm import config as cfgmod
-from ddpdoctor.cli.prolog import judge
+from ddpdoctor.slurm.prolog import judge
 from ddpdoctor.slurm.config import GiB, MiB, ConfigError, SiteConfig, Thresholds
 from ddpdoctor.slurm.facts import PrologFacts, job_gpus
 from ddpdoctor.slurm.taskprolog import route_target

@@ -7,7 +7,7 @@ import pytest
 
 from ddpdoctor.checks import distributed as D
 from ddpdoctor.model import Severity, Status
-from ddpdoctor.smoke import bandwidth as bw
+from ddpdoctor.facts import bandwidth as bw
 from ddpdoctor.smoke import launch, plan
 from ddpdoctor.smoke.plan import KiB, MiB, SmokeConfig
 from ddpdoctor.smoke.progress import Tracker, heartbeat

@@ -10,7 +10,8 @@ from typing import Any, Iterable, Mapping
 
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check
-from ddpdoctor.smoke import bandwidth as bw
+from ddpdoctor.units import fmt_bytes
+from ddpdoctor.facts import bandwidth as bw
 
 
 def fmt_ranks(ranks: Iterable[int]) -> str:
@@ -209,7 +210,6 @@ def collectives_correct(ctx):
             total += 1
             if not e.get("ok"):
                 fails.setdefault((e["op"], e.get("dtype", ""), e.get("size", 0), e.get("src", 0)), []).append((r, e))
-    from ddpdoctor.smoke.plan import fmt_bytes
     for (op, dtype, size, src), entries in fails.items():
         r0, e0 = entries[0]
         bad = e0.get("first_bad") or {}
@@ -255,7 +255,6 @@ def allreduce_bandwidth(ctx):
     rows = bw.world_rows(per_rank, ctx.world_size)
     # with one rank busbw is 0 by definition (nothing crosses a link): rank the sizes by algbw then
     peak = max(rows, key=lambda row: row["busbw_gbps"] if ctx.world_size > 1 else row["algbw_gbps"])
-    from ddpdoctor.smoke.plan import fmt_bytes
     desc = (f"peak busbw {peak['busbw_gbps']:.2f} GB/s (algbw {peak['algbw_gbps']:.2f} GB/s) at {fmt_bytes(peak['size'])}, "
             f"{ctx.world_size} ranks, {ctx.backend}")
     expect = ctx.cfg.expect_busbw
@@ -310,13 +309,7 @@ def versions_agree(ctx):
                           evidence={"key": key, "values": values})
 
 
-SETTING_PREFIXES = ("NCCL_", "GLOO_", "TORCH_")
 PER_RANK_SETTINGS = frozenset({"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "NCCL_DEBUG_FILE"})  # hold a per-rank path
-
-
-def settings_of(env: Mapping[str, str]) -> dict[str, str]:
-    """The variables that shape torch.distributed, Gloo and NCCL, as a rank reports them."""
-    return {k: v for k, v in sorted(env.items()) if k.startswith(SETTING_PREFIXES) or k == "CUDA_VISIBLE_DEVICES"}
 
 
 @check("DD505", "NCCL/Gloo/torch settings agree across ranks", category="distributed", tags={"smoke"}, timeout=2)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from ddpdoctor.facts.gpu import STAGES, gpu_info as _gpu_info, job_memory_per_gpu, misplaced, nvml_available, rank_usage  # noqa: F401
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check
+from ddpdoctor.units import MiB
 
-STAGES = ("before init", "after init", "after first collective")
-MiB = 1 << 20
 
 SET_DEVICE_CODE = """\
 local_rank = int(os.environ["LOCAL_RANK"])
@@ -31,54 +31,12 @@ def who(rec: Mapping[str, Any]) -> str:
     return f"rank {rec['rank']} (pid {rec.get('pid')}, {rec.get('host', '?')})"
 
 
-def _gpu_info(rec: Mapping[str, Any]) -> Mapping[str, Any]:
-    return rec.get("gpu") or {}
-
-
-def nvml_available(records: Mapping[int, Mapping]) -> tuple[bool, str]:
-    reasons = set()
-    for rec in records.values():
-        nv = _gpu_info(rec).get("nvml") or {}
-        if nv.get("available"):
-            return True, ""
-        if nv.get("error"):
-            reasons.add(nv["error"])
-    return False, "; ".join(sorted(reasons)) or "no rank reported NVML data"
-
-
 def _require_nvml(ctx) -> None:
     if not ctx.records:
         raise Skip("no rank reported results")
     ok, why = nvml_available(ctx.records)
     if not ok:
         raise Skip(f"NVML unavailable: {why}")
-
-
-def misplaced(records: Mapping[int, Mapping]) -> list[dict[str, Any]]:
-    """Every (rank, GPU) where the rank's own pid holds memory on a GPU that is not its own.
-
-    Each entry holds the stage it was first seen at (what caused it) and the latest bytes held.
-    """
-    out = []
-    for r in sorted(records):
-        rec = records[r]
-        g = _gpu_info(rec)
-        own = (g.get("expected") or {}).get("uuid")
-        if not own:
-            continue
-        seen: dict[str, dict[str, Any]] = {}
-        for stage in STAGES:
-            for gpu in (g.get("snapshots") or {}).get(stage) or []:
-                if gpu["uuid"] == own:
-                    continue
-                for p in gpu.get("processes", []):
-                    if p["pid"] == rec.get("pid"):
-                        first = seen.get(gpu["uuid"], {}).get("first_stage", stage)
-                        seen[gpu["uuid"]] = {"rank": r, "pid": p["pid"], "host": rec.get("host"), "gpu": gpu["index"],
-                                             "uuid": gpu["uuid"], "used": p.get("used"), "stage": stage,
-                                             "first_stage": first, "own_gpu": (g.get("expected") or {}).get("index")}
-        out += list(seen.values())
-    return out
 
 
 def _host_snapshots(records: Mapping[int, Mapping]) -> dict[str, list[dict]]:
@@ -215,25 +173,6 @@ def each_rank_has_own_gpu(ctx):
                           fix=Fix("select the GPU with LOCAL_RANK and give each process a different one",
                                   code="torch.cuda.set_device(int(os.environ['LOCAL_RANK']))"),
                           evidence={"host": host, "gpu": idx, "ranks": ranks})
-
-
-def rank_usage(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Where the rank's own pid holds memory in its latest NVML snapshot: GPU index, UUID, bytes."""
-    snaps = _gpu_info(rec).get("snapshots") or {}
-    latest = next((snaps[s] for s in reversed(STAGES) if snaps.get(s)), [])
-    return [{"gpu": gpu["index"], "uuid": gpu["uuid"], "used": p.get("used") or 0}
-            for gpu in latest for p in gpu.get("processes", []) if p["pid"] == rec.get("pid")]
-
-
-def job_memory_per_gpu(records: Mapping[int, Mapping]) -> dict[tuple, dict[str, Any]]:
-    """(host, GPU index) -> bytes the job's ranks hold there and how many, at the latest stage."""
-    out: dict[tuple, dict[str, Any]] = {}
-    for rec in records.values():
-        for u in rank_usage(rec):
-            e = out.setdefault((rec.get("host"), u["gpu"]), {"used": 0, "ranks": []})
-            e["used"] += u["used"]
-            e["ranks"].append(rec["rank"])
-    return out
 
 
 def _ranks_gpus(entries: Iterable[dict]) -> str:

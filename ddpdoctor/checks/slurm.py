@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check
-from ddpdoctor.slurm.config import human_size
+from ddpdoctor.units import human_size
 
 
 def _gpu_for(entry: str, gpus):

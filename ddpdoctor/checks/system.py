@@ -9,7 +9,7 @@ import stat
 
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check
-from ddpdoctor.slurm.config import human_size
+from ddpdoctor.units import human_size
 
 
 @check("DD601", "/dev/shm is large enough", category="system", tags={"prolog"}, timeout=2)

@@ -53,7 +53,7 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     """
     from ddpdoctor.cli.common import emit
     from ddpdoctor.slurm import cluster as cl
-    from ddpdoctor.cli.prolog import _process_age
+    from ddpdoctor.slurm.prolog import process_age as _process_age
 
     started = time.monotonic() - _process_age()
     port_n = validate_port(port) if port is not None else None

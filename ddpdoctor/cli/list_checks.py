@@ -13,7 +13,7 @@ from ddpdoctor import registry
 @click.option("--select", multiple=True, metavar="PREFIX", help="Only ids starting with PREFIX.")
 def list_checks(json_out: bool, select: tuple[str, ...]):
     """List every check: id, category, title."""
-    checks = registry.select(None, select=select)
+    checks = sorted(registry.select(None, select=select), key=lambda c: c.id)
     if json_out:
         click.echo(json.dumps([{"id": c.id, "title": c.title, "category": c.category,
                                 "commands": sorted(c.tags)} for c in checks], indent=2))

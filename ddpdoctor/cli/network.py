@@ -51,7 +51,7 @@ def network(master, port, listen, expect, timeout, probe_timeout, json_out, sele
     master = validate_host(master) if master is not None else default_master_checked()
 
     from ddpdoctor import registry, runner
-    from ddpdoctor.netfacts import NetworkFacts
+    from ddpdoctor.facts.network import NetworkFacts
 
     ctx = NetworkFacts(master, port_n, probe_timeout=probe_timeout)
     checks = registry.select("network", select=select, ignore=ignore)
@@ -76,7 +76,7 @@ def default_master_checked() -> str:
 
 
 def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> None:
-    from ddpdoctor.listen import ListenError, listen
+    from ddpdoctor.peerprobe.server import ListenError, listen
 
     host = socket.gethostname()
 

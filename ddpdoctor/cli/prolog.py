@@ -14,54 +14,16 @@ deadline (5 s by default, Python's start-up included) and a watchdog behind it.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-import shutil
-import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import click
 
+from ddpdoctor.slurm.prolog import (CRASH_HOOK, EXIT_CRASH, EXIT_FAULT, EXIT_HEALTHY, EXIT_USAGE,  # noqa: F401
+                                    Watchdog, expand_path, judge, loud, process_age, scontrol_drain, write_report)
 from ddpdoctor.validate import BadInput
-
-EXIT_HEALTHY, EXIT_FAULT, EXIT_USAGE, EXIT_CRASH = 0, 1, 2, 3
-CRASH_HOOK = "DDPDOCTOR_TEST_CRASH"  # =prolog: raise inside the prolog, to prove a crash never drains (tests)
-REASON_MAX = 200  # Slurm keeps the reason; keep it one readable line
-SCONTROL_TIMEOUT = 3.0
-
-
-def _process_age() -> float:
-    """Seconds since this process started (Python's start-up counts against the deadline)."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        start_ticks = int(fields[19])
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-def loud(msg: str) -> None:
-    """stderr and syslog: a prolog's stdout is only logged by slurmd when it fails."""
-    try:
-        sys.stderr.write(msg + "\n")
-        sys.stderr.flush()
-    except OSError:
-        pass
-    try:
-        import syslog
-        syslog.openlog("ddpdoctor", syslog.LOG_PID, syslog.LOG_DAEMON)
-        syslog.syslog(syslog.LOG_ERR, msg)
-    except Exception:  # noqa: BLE001 - no syslog on this host: stderr has it
-        pass
-
 
 class _PrologCommand(click.Command):
     """A bad option must not drain the node: click's usage errors exit 0 here unless --strict."""
@@ -74,110 +36,6 @@ class _PrologCommand(click.Command):
             msg = e.format_message().replace("\n", " ")
             loud(f"ddpdoctor: error: prolog: {msg} (checks not run; node not failed{'' if strict else ', exit 0'})")
             sys.exit(EXIT_USAGE if strict else EXIT_HEALTHY)
-
-
-@dataclass
-class Verdict:
-    faults: list[str] = field(default_factory=list)      # "DD601 /dev/shm is 64 MiB, ..."
-    warnings: list[str] = field(default_factory=list)    # warn_only failures, warnings
-    timeouts: list[str] = field(default_factory=list)
-    crashes: list[str] = field(default_factory=list)
-    exit_code: int = EXIT_HEALTHY
-
-    @property
-    def fault_lines(self) -> list[str]:
-        return [f"ddpdoctor: {f}" for f in self.faults]
-
-    def reason(self) -> str:
-        if not self.faults:
-            return ""
-        r = f"ddpdoctor: {self.faults[0]}"
-        if len(self.faults) > 1:
-            r += f" (+{len(self.faults) - 1} more)"
-        r = " ".join(r.split())
-        return r if len(r) <= REASON_MAX else r[:REASON_MAX - 3] + "..."
-
-
-def judge(results, config, *, strict: bool) -> tuple[Verdict, list]:
-    """What the results mean for Slurm; warn_only failures are demoted to warnings in the results."""
-    from ddpdoctor.model import Severity, Status
-
-    v = Verdict()
-    out = []
-    for r in results:
-        if r.status is Status.FAIL and config.is_warn_only(r.id):
-            r = dataclasses.replace(r, status=Status.WARN, reason="warn_only in the site configuration")
-            v.warnings += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.WARNING]
-        elif r.status is Status.FAIL:
-            v.faults += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.ERROR]
-        elif r.status is Status.WARN:
-            v.warnings += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.WARNING]
-        elif r.status is Status.TIMEOUT:
-            line = f"{r.id} {r.title}: timed out ({r.reason})"
-            (v.faults if config.drain_on_timeout and not config.is_warn_only(r.id) else v.timeouts).append(line)
-        elif r.status is Status.CRASH:
-            v.crashes.append(f"{r.id} {r.reason}")
-        out.append(r)
-    if v.faults:
-        v.exit_code = EXIT_FAULT
-    elif strict and (v.crashes or v.timeouts):
-        v.exit_code = EXIT_CRASH if v.crashes else EXIT_FAULT
-    return v, out
-
-
-def expand_path(template: str, node: str, job_id: str) -> str:
-    return template.replace("%n", node or "unknown").replace("%j", job_id or "nojob")
-
-
-def write_report(path: str, data: dict) -> str:
-    """Write atomically (readers never see half a report); '' or why it failed."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-        return ""
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return f"{path}: {e.strerror or e}"
-
-
-def scontrol_drain(node: str, reason: str, *, timeout: float = SCONTROL_TIMEOUT) -> str:
-    """Drain `node` with `reason`; '' on success, else why not. Prologs run with no PATH set."""
-    path = os.pathsep.join(p for p in (os.environ.get("PATH", ""), "/usr/bin:/usr/local/bin:/bin:/opt/slurm/bin") if p)
-    exe = shutil.which("scontrol", path=path)
-    if not exe:
-        return "scontrol not found"
-    try:
-        p = subprocess.run([exe, "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"],
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"scontrol did not answer within {timeout:g} s"
-    except OSError as e:
-        return str(e)
-    return "" if p.returncode == 0 else (p.stderr.strip() or p.stdout.strip() or f"scontrol exit {p.returncode}")
-
-
-class _Watchdog:
-    """Ends the process if anything outside the checks (an import, scontrol, a report write) hangs."""
-
-    def __init__(self, seconds: float, code: int, on_fire):
-        self.done = threading.Event()
-        self._code = code
-        self._on_fire = on_fire
-        t = threading.Thread(target=self._run, args=(seconds,), name="prolog-watchdog", daemon=True)
-        t.start()
-
-    def _run(self, seconds: float) -> None:
-        if not self.done.wait(seconds):
-            try:
-                self._on_fire()
-            finally:
-                os._exit(self._code)
 
 
 @click.command("prolog", cls=_PrologCommand)
@@ -252,7 +110,7 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
         return EXIT_USAGE if strict else EXIT_HEALTHY
     if os.environ.get(CRASH_HOOK) == "prolog":
         raise RuntimeError(f"crash requested by {CRASH_HOOK}=prolog (a test hook)")
-    budget = (deadline or cfg.deadline) - _process_age()
+    budget = (deadline or cfg.deadline) - process_age()
     drain = drain or cfg.drain
     report_file = report_file or cfg.report_file
     node = os.environ.get("SLURMD_NODENAME", "")
@@ -262,7 +120,7 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
         loud(f"ddpdoctor: the prolog overran its deadline of {deadline or cfg.deadline:g} s outside the checks; "
              "not a node fault")
 
-    dog = _Watchdog(max(0.2, budget) + 0.5, EXIT_CRASH if strict else EXIT_HEALTHY, on_deadline)
+    dog = Watchdog(max(0.2, budget) + 0.5, EXIT_CRASH if strict else EXIT_HEALTHY, on_deadline)
 
     from ddpdoctor import registry, runner
     from ddpdoctor.model import Report
@@ -284,7 +142,7 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
         "exit_code": verdict.exit_code, "faults": verdict.fault_lines, "reason": verdict.reason(),
         "warnings": verdict.warnings, "timeouts": verdict.timeouts, "crashes": verdict.crashes,
         "drain_requested": bool(drain and verdict.faults), "drained": drained, "drain_error": drain_error,
-        "process_age_s": round(_process_age(), 3)}}
+        "process_age_s": round(process_age(), 3)}}
     report = Report("prolog", ctx.hostname, tuple(results), time.monotonic() - t0, extra=extra)
 
     out = sys.stderr if json_out else sys.stdout

@@ -1,6 +1,6 @@
 """Slurm integration: the node prolog, the task prolog, and the cluster-wide view under srun.
 
-    (the commands themselves live in ddpdoctor/cli/prolog.py and ddpdoctor/cli/cluster.py)
+    (the command lines live in ddpdoctor/cli/prolog.py and ddpdoctor/cli/cluster.py)
     facts.py            the facts the prolog checks judge (a NetworkFacts aimed at the job's first node)
     config.py           the site configuration (/etc/ddpdoctor.toml)
     taskprolog.py       which interface variables a task should get

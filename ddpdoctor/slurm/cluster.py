@@ -3,7 +3,7 @@
 One process per node (srun -N N --ntasks-per-node=1, or torchrun with one process per node):
 
 1. listen on the rendezvous port and on a port from this node's ephemeral range, answering the
-   ddpdoctor handshake (ddpdoctor/handshake.py), before anything slow happens;
+   ddpdoctor handshake (ddpdoctor/peerprobe/protocol.py), before anything slow happens;
 2. connect to torch's c10d TCPStore on the first node (the first node hosts it on --store-port; under
    torchrun the agent's store) and publish `hello/<i>`: name, addresses, ephemeral port;
 3. probe a bounded set of peers (everyone for small N; else ring neighbours, the first node and a
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ddpdoctor import __version__
-from ddpdoctor.handshake import hello as hello_probe
+from ddpdoctor.peerprobe.protocol import hello as hello_probe
 from ddpdoctor.probes import dns, sockets
 from ddpdoctor.validate import BadInput
 
@@ -128,7 +128,7 @@ def peer_set(i: int, n: int, max_peers: int, seed: int = 0) -> list[int]:
 def ProbeListener(port: int, me: str, *, port_range: tuple[int, int] | None = None):
     """The handshake server of `network --listen`, kept running in the background for as long as
     peers may probe; a port already taken is recorded in `port_error` instead of failing."""
-    from ddpdoctor.listen import ProbeServer
+    from ddpdoctor.peerprobe.server import ProbeServer
 
     return ProbeServer(port, me, port_range=port_range, require_port=False)
 
@@ -159,7 +159,7 @@ def probe_peer(name: str, *, port: int, eport: int | None, expect: Sequence[str]
             rdzv["state"] = "wrong-host"
     out["rdzv"] = rdzv
     if eport:
-        from ddpdoctor.handshake import ephemeral
+        from ddpdoctor.peerprobe.protocol import ephemeral
         e = ephemeral(addr, eport, me, timeout=timeout)
         out["eph"] = {"state": e.state, "ms": round(e.latency_s * 1000, 1), "error": e.error, "port": eport}
     return out

@@ -31,11 +31,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ddpdoctor import units
+from ddpdoctor.units import GiB, KiB, MiB, TiB, human_size  # noqa: F401  (re-exported for callers)
 from ddpdoctor.validate import BadInput
 
 DEFAULT_PATH = "/etc/ddpdoctor.toml"
-KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
-_UNITS = {"": 1, "b": 1, "k": KiB, "m": MiB, "g": GiB, "t": TiB}
 TASK_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
@@ -55,21 +55,12 @@ def parse_size(value: Any, what: str, *, allow_unlimited: bool = False) -> int |
         s = value.strip().lower()
         if s in ("unlimited", "infinity") and allow_unlimited:
             return None
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", s)
-        if m:
-            return int(float(m.group(1)) * _UNITS[m.group(2)])
+        try:
+            return units.parse_size(s)
+        except ValueError:
+            pass
     raise ConfigError(f"{what}: {value!r} is not a size like \"64M\" or \"1GiB\""
                       + (" or \"unlimited\"" if allow_unlimited else ""))
-
-
-def human_size(n: int | None) -> str:
-    if n is None:
-        return "unlimited"
-    for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if n >= size:
-            v = n / size
-            return f"{v:.0f} {unit}" if v >= 10 or v == int(v) else f"{v:.1f} {unit}"
-    return f"{n} B"
 
 
 @dataclass(frozen=True)

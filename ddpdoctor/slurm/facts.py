@@ -12,7 +12,7 @@ import socket
 from typing import Mapping
 
 from ddpdoctor.memo import lazy
-from ddpdoctor.netfacts import NetworkFacts
+from ddpdoctor.facts.network import NetworkFacts
 from ddpdoctor.probes import system
 from ddpdoctor.slurm.config import SiteConfig, Thresholds
 

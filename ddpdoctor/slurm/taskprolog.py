@@ -32,7 +32,7 @@ def task_lines(env: Mapping[str, str], *, variables: tuple[str, ...] = TASK_VARI
                hostname: str | None = None, timeout: float = 1.0) -> list[str]:
     """The `export` / `print` lines for one task; [] when there is nothing to set."""
     from ddpdoctor.checks.nic import recommended_env
-    from ddpdoctor.netfacts import NetworkFacts
+    from ddpdoctor.facts.network import NetworkFacts
     from ddpdoctor.slurm.facts import RENDEZVOUS_PORT, job_nodes
 
     wanted = [v for v in variables if v not in env]  # a value the user set (even empty) always wins

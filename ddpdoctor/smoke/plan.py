@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from typing import Any
 
-KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+from ddpdoctor import units
+from ddpdoctor.units import GiB, KiB, MiB, fmt_bytes  # noqa: F401  (re-exported for callers)
+
 DEFAULT_MAX_SIZE = 64 * MiB
 DEFAULT_TIMEOUT = 30.0
 STARTUP_TIMEOUT = 60.0  # importing torch from a cold network filesystem can take this long
@@ -55,26 +56,12 @@ class SmokeConfig:
         return self.startup_timeout if phase in STARTUP_PHASES else self.timeout
 
 
-def fmt_bytes(n: int) -> str:
-    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    if n >= MiB:
-        return f"{n / MiB:.1f} MiB"
-    if n >= KiB:
-        return f"{n / KiB:.1f} KiB"
-    return f"{n} B"
-
-
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)(i?b)?\s*$", re.I)
-
-
 def parse_size(text: str) -> int:
     """'64M', '64MiB', '4096', '1g' -> bytes (binary units, like nccl-tests' -e 64M)."""
-    m = _SIZE.match(str(text))
-    if not m:
-        raise ValueError(f"{text!r} is not a size (e.g. 4096, 64K, 64M, 1G)")
-    return int(m.group(1)) * {"": 1, "k": KiB, "m": MiB, "g": GiB}[m.group(2).lower()]
+    try:
+        return units.parse_size(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a size (e.g. 4096, 64K, 64M, 1G)") from None
 
 
 def correctness_sizes(cfg: SmokeConfig) -> list[int]:

@@ -10,10 +10,11 @@ from typing import Any, Mapping
 
 from ddpdoctor import registry, runner
 from ddpdoctor.checks.distributed import culprits, fmt_ranks
-from ddpdoctor.checks.gpu import MiB, misplaced, rank_usage
+from ddpdoctor.facts import bandwidth as bw
+from ddpdoctor.facts.gpu import misplaced, rank_usage
 from ddpdoctor.model import Report
-from ddpdoctor.smoke import bandwidth as bw
 from ddpdoctor.smoke.plan import SmokeConfig, fmt_bytes, to_dict
+from ddpdoctor.units import MiB
 
 
 def _records(world: Mapping | None) -> dict[int, dict]:

@@ -327,7 +327,7 @@ class Worker:
     def _collectives(self) -> None:
         torch, dist, cfg = self.torch, self.dist, self.cfg
         self.enter(P.BACKEND)
-        from ddpdoctor.checks.distributed import settings_of
+        from ddpdoctor.facts.settings import settings_of
         from ddpdoctor.probes.nvml import snapshot, visible_gpu
         self.record["settings"] = settings_of(os.environ)
         snap = snapshot()  # before anything can touch CUDA: is_available() does not create a context
@@ -502,7 +502,7 @@ class Worker:
                 while not store.check(keys):  # the watchdog ends this wait if a rank never posts
                     time.sleep(0.02)
             records = {str(r): json.loads(v) for r, v in zip(range(self.world), self._multi_get(store, keys))}
-            from ddpdoctor.checks.gpu import misplaced
+            from ddpdoctor.facts.gpu import misplaced
             rerun = bool(self.cfg.fix and not self.cfg.fix_round
                          and misplaced({int(k): v for k, v in records.items()}))
             with self.finish_lock:

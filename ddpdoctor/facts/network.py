@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from ddpdoctor import handshake
+from ddpdoctor.peerprobe import protocol as handshake
 from ddpdoctor.memo import lazy
 from ddpdoctor.probes import dns, sockets
 from ddpdoctor.probes.nics import Nic, list_nics, nic_with_addr

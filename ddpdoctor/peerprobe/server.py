@@ -1,4 +1,4 @@
-"""`ddpdoctor network --listen`: the master side of the probe protocol (see handshake.py).
+"""`ddpdoctor network --listen`: the master side of the probe protocol (see protocol.py).
 
 Replaces `nc -l 29400`: it holds the rendezvous port and a second port from this host's
 ephemeral range, answers each worker's handshake, prints who connected from which address and
@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ddpdoctor.handshake import PROTO, clean_token, read_line
-from ddpdoctor.netfacts import read_port_range
+from ddpdoctor.peerprobe.protocol import PROTO, clean_token, read_line
+from ddpdoctor.facts.network import read_port_range
 from ddpdoctor.probes.nics import list_nics, nic_with_addr
 
 

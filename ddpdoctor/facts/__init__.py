@@ -1,0 +1,1 @@
+"""Facts: the typed, plain data the checks read (probes and reports fill them; checks only judge)."""

@@ -1,0 +1,71 @@
+"""GPU facts derived from the NVML snapshots every rank of `ddpdoctor smoke` took (plain data, no judgement).
+
+Per rank: its host and pid, the GPU it should use (`expected`: NVML index and UUID), and NVML
+snapshots of its host at each of STAGES. The torch worker (--fix) and the DD4xx checks both read them.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+STAGES = ("before init", "after init", "after first collective")
+
+
+def gpu_info(rec: Mapping[str, Any]) -> Mapping[str, Any]:
+    return rec.get("gpu") or {}
+
+
+def nvml_available(records: Mapping[int, Mapping]) -> tuple[bool, str]:
+    reasons = set()
+    for rec in records.values():
+        nv = gpu_info(rec).get("nvml") or {}
+        if nv.get("available"):
+            return True, ""
+        if nv.get("error"):
+            reasons.add(nv["error"])
+    return False, "; ".join(sorted(reasons)) or "no rank reported NVML data"
+
+
+def misplaced(records: Mapping[int, Mapping]) -> list[dict[str, Any]]:
+    """Every (rank, GPU) where the rank's own pid holds memory on a GPU that is not its own.
+
+    Each entry holds the stage it was first seen at (what caused it) and the latest bytes held.
+    """
+    out = []
+    for r in sorted(records):
+        rec = records[r]
+        g = gpu_info(rec)
+        own = (g.get("expected") or {}).get("uuid")
+        if not own:
+            continue
+        seen: dict[str, dict[str, Any]] = {}
+        for stage in STAGES:
+            for gpu in (g.get("snapshots") or {}).get(stage) or []:
+                if gpu["uuid"] == own:
+                    continue
+                for p in gpu.get("processes", []):
+                    if p["pid"] == rec.get("pid"):
+                        first = seen.get(gpu["uuid"], {}).get("first_stage", stage)
+                        seen[gpu["uuid"]] = {"rank": r, "pid": p["pid"], "host": rec.get("host"), "gpu": gpu["index"],
+                                             "uuid": gpu["uuid"], "used": p.get("used"), "stage": stage,
+                                             "first_stage": first, "own_gpu": (g.get("expected") or {}).get("index")}
+        out += list(seen.values())
+    return out
+
+
+def rank_usage(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Where the rank's own pid holds memory in its latest NVML snapshot: GPU index, UUID, bytes."""
+    snaps = gpu_info(rec).get("snapshots") or {}
+    latest = next((snaps[s] for s in reversed(STAGES) if snaps.get(s)), [])
+    return [{"gpu": gpu["index"], "uuid": gpu["uuid"], "used": p.get("used") or 0}
+            for gpu in latest for p in gpu.get("processes", []) if p["pid"] == rec.get("pid")]
+
+
+def job_memory_per_gpu(records: Mapping[int, Mapping]) -> dict[tuple, dict[str, Any]]:
+    """(host, GPU index) -> bytes the job's ranks hold there and how many, at the latest stage."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for rec in records.values():
+        for u in rank_usage(rec):
+            e = out.setdefault((rec.get("host"), u["gpu"]), {"used": 0, "ranks": []})
+            e["used"] += u["used"]
+            e["ranks"].append(rec["rank"])
+    return out

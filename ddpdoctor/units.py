@@ -1,0 +1,43 @@
+"""Sizes: one parser and the byte formatters every command shares.
+
+Binary units throughout (K/M/G/T are powers of 1024), as nccl-tests' `-e 64M` and Slurm's
+`--mem=64G` read them.
+"""
+from __future__ import annotations
+
+import re
+
+KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
+_UNITS = {"": 1, "k": KiB, "m": MiB, "g": GiB, "t": TiB}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?")
+
+
+def parse_size(text: str) -> int:
+    """`"64M"`, `"64MiB"`, `"1.5g"`, `"4096"` -> bytes; ValueError for anything else."""
+    m = _SIZE.fullmatch(str(text).strip().lower())
+    if not m:
+        raise ValueError(f"{text!r} is not a size")
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def human_size(n: int | None) -> str:
+    """Bytes to the largest unit, one decimal under 10: `1.5 GiB`, `64 MiB`; None is `unlimited`."""
+    if n is None:
+        return "unlimited"
+    for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f} {unit}" if v >= 10 or v == int(v) else f"{v:.1f} {unit}"
+    return f"{n} B"
+
+
+def fmt_bytes(n: int) -> str:
+    """A message size as the user typed it: exact units where it divides (`64 MiB`), else one decimal."""
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    if n >= MiB:
+        return f"{n / MiB:.1f} MiB"
+    if n >= KiB:
+        return f"{n / KiB:.1f} KiB"
+    return f"{n} B"

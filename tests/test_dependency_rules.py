@@ -1,0 +1,112 @@
+"""The package's dependency rules, read from every module's imports (AST, no import side effects).
+
+Data-driven: the rules name what a layer MAY import; every other ddpdoctor package is forbidden,
+so a feature package added later (inspect/, lint/, flightrec/, runcmd/ ...) is covered without
+editing this file. docs/writing-a-check.md states the same rules for people.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parent.parent / "ddpdoctor"
+
+# What checks/ may import: the model, the registry, the facts they judge, and small pure helpers.
+CHECKS_MAY_IMPORT = {
+    "ddpdoctor", "ddpdoctor.model", "ddpdoctor.registry", "ddpdoctor.facts", "ddpdoctor.units",
+    "ddpdoctor.checks", "ddpdoctor.validate", "ddpdoctor.ifname", "ddpdoctor.knownvars",
+}
+# Imports that break the rule today, each with the reason it is still there. The test fails when
+# an entry is no longer needed, so this list can only shrink.
+KNOWN_DEBT = {
+    ("ddpdoctor.checks.reachability", "ddpdoctor.probes.sockets"): "DD105 probes inside the check (issue 9)",
+    ("ddpdoctor.checks.reachability", "ddpdoctor.probes.procs"): "DD105 probes inside the check (issue 9)",
+    ("ddpdoctor.checks.nic", "ddpdoctor.probes.nics"): "nic_with_addr: a pure lookup living in probes/",
+    ("ddpdoctor.checks.nic", "ddpdoctor.probes.dns"): "is_loopback: a pure predicate living in probes/",
+    ("ddpdoctor.checks.dns", "ddpdoctor.probes.dns"): "is_loopback: a pure predicate living in probes/",
+}
+# The modules the torch worker runs in every rank: they import no check (judgement runs in the supervisor).
+WORKER_MODULES = ("ddpdoctor.smoke.worker",)
+
+
+def _modname(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, src: str | None = None) -> set[str]:
+    """Absolute names of the ddpdoctor modules a file imports (top level and inside functions)."""
+    mod = _modname(path)
+    pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text() if src is None else src, str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            # `from ddpdoctor.smoke import plan` imports the module ddpdoctor.smoke.plan; a name that is
+            # not a module (a function, a class) counts as an import of `name` itself
+            for a in node.names:
+                sub = PKG.parent / f"{name}.{a.name}".replace(".", "/")
+                out.add(f"{name}.{a.name}" if sub.with_suffix(".py").exists() or (sub / "__init__.py").exists() else name)
+    return {n for n in out if n == "ddpdoctor" or n.startswith("ddpdoctor.")}
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_modname(p): _imports(p) for p in sorted(PKG.rglob("*.py"))}
+
+
+def _allowed(name: str, allow: set[str]) -> bool:
+    return any(name == a or (a != "ddpdoctor" and name.startswith(a + ".")) for a in allow)
+
+
+def test_the_graph_is_read():
+    g = _graph()
+    # guards against a walker that silently finds nothing: these imports exist today
+    assert "ddpdoctor.registry" in g["ddpdoctor.checks.env"]
+    assert "ddpdoctor.cli.common" in g["ddpdoctor.cli.network"]
+    assert "ddpdoctor.smoke.plan" in g["ddpdoctor.smoke.worker"]
+
+
+def test_checks_import_only_model_registry_facts_and_helpers():
+    bad = []
+    for mod, deps in _graph().items():
+        if not mod.startswith("ddpdoctor.checks"):
+            continue
+        bad += [(mod, d) for d in sorted(deps) if not _allowed(d, CHECKS_MAY_IMPORT) and (mod, d) not in KNOWN_DEBT]
+    assert not bad, "checks/ must judge facts, not import feature packages:\n" + "\n".join(f"{m} -> {d}" for m, d in bad)
+
+
+def test_known_debt_is_still_debt():
+    g = _graph()
+    stale = [k for k in KNOWN_DEBT if k[1] not in g.get(k[0], set())]
+    assert not stale, f"remove these from KNOWN_DEBT, the import is gone: {stale}"
+
+
+def test_nothing_imports_cli():
+    bad = [(m, d) for m, deps in _graph().items() if not m.startswith("ddpdoctor.cli") and m != "ddpdoctor.__main__"
+           for d in deps if d == "ddpdoctor.cli" or d.startswith("ddpdoctor.cli.")]
+    assert not bad, f"only cli/ (and __main__) may import cli: {bad}"
+
+
+def test_the_torch_worker_imports_no_check():
+    g = _graph()
+    for mod in WORKER_MODULES:
+        assert not [d for d in g[mod] if d.startswith("ddpdoctor.checks")], mod
+
+
+def test_rules_catch_a_violation():
+    """The walker sees every import form the rules rely on (else the rule tests could pass vacuously)."""
+    src = ("from ddpdoctor.smoke import plan\nimport ddpdoctor.cli\nfrom . import gpu\n"
+           "def f():\n    from ..slurm.config import ConfigError\n")
+    deps = _imports(PKG / "checks" / "x.py", src)
+    assert deps == {"ddpdoctor.smoke.plan", "ddpdoctor.cli", "ddpdoctor.checks.gpu", "ddpdoctor.slurm.config"}
+    assert [d for d in deps if not _allowed(d, CHECKS_MAY_IMPORT)] != []
