@@ -1,6 +1,7 @@
 """DD1xx: can this host reach the master, on the rendezvous port and on the ports collectives use."""
 from __future__ import annotations
 
+from ddpdoctor.checks.dns import unresolved
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.probes import sockets
 from ddpdoctor.probes.procs import listeners_on
@@ -9,7 +10,7 @@ from ddpdoctor.registry import Skip, check
 
 def _need_remote_master(ctx) -> None:
     if not ctx.master_addr:
-        raise Skip("the master does not resolve (DD205)")
+        raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     if ctx.master_is_local:
         raise Skip("this host is the master")
 
@@ -153,7 +154,7 @@ def route_to_master(ctx):
     Add a route or put the nodes on a common subnet (`ip route get <master>` shows the choice).
     """
     if not ctx.master_addr:
-        raise Skip("the master does not resolve (DD205)")
+        raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     r = ctx.route
     if r.ok:
         nic = ctx.route_nic
@@ -185,7 +186,7 @@ def master_port_free(ctx):
     host:PORT` / `MASTER_PORT`).
     """
     if not ctx.master_addr:
-        raise Skip("the master does not resolve (DD205)")
+        raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     if not ctx.master_is_local:
         raise Skip("this host is not the master")
     b = sockets.try_bind(ctx.port)

@@ -98,6 +98,11 @@ class Verdict:
         return r if len(r) <= REASON_MAX else r[:REASON_MAX - 3] + "..."
 
 
+def _no_answer(result) -> bool:
+    """A finding about a probe that got no answer in time (e.g. DD201/DD207: a silent resolver)."""
+    return any(f.evidence.get("timed_out") is True for f in result.findings)
+
+
 def judge(results, config, *, strict: bool) -> tuple[Verdict, list]:
     """What the results mean for Slurm; warn_only failures are demoted to warnings in the results."""
     from ddpdoctor.model import Severity, Status
@@ -110,6 +115,9 @@ def judge(results, config, *, strict: bool) -> tuple[Verdict, list]:
             v.warnings += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.WARNING]
         elif r.status is Status.FAIL:
             v.faults += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.ERROR]
+        elif r.status is Status.WARN and config.drain_on_timeout and _no_answer(r):
+            # the site asked for it: a resolver that does not answer counts like a check that overran
+            v.faults += [f"{r.id} {f.message}" for f in r.findings if f.evidence.get("timed_out")]
         elif r.status is Status.WARN:
             v.warnings += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.WARNING]
         elif r.status is Status.TIMEOUT:

@@ -5,9 +5,11 @@
     ignore = ["DD304"]          # never run these
     warn_only = ["DD303"]       # run and log them, but never fail the node for them
     deadline = 5.0              # seconds for everything, Python start-up included
-    probe_timeout = 1.0         # seconds one name lookup may take
+    probe_timeout = 2.0         # seconds one name lookup may take (above DD207's 1 s "slow" mark:
+                                # a slow answer is a warning, not a timeout)
     drain = false               # on a fault, also set the drain reason with scontrol
-    drain_on_timeout = false    # a check that overruns counts as a node fault
+    drain_on_timeout = false    # a check that overruns, or a resolver that does not answer within
+                                # probe_timeout, counts as a node fault
     report_file = ""            # JSON report for audit; %n = node name, %j = job id
 
     [thresholds]
@@ -87,7 +89,7 @@ class SiteConfig:
     ignore: tuple[str, ...] = ()
     warn_only: tuple[str, ...] = ()
     deadline: float = 5.0
-    probe_timeout: float = 1.0
+    probe_timeout: float = 2.0
     drain: bool = False
     drain_on_timeout: bool = False
     report_file: str = ""
