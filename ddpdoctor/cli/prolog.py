@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -33,6 +34,8 @@ EXIT_HEALTHY, EXIT_FAULT, EXIT_USAGE, EXIT_CRASH = 0, 1, 2, 3
 CRASH_HOOK = "DDPDOCTOR_TEST_CRASH"  # =prolog: raise inside the prolog, to prove a crash never drains (tests)
 REASON_MAX = 200  # Slurm keeps the reason; keep it one readable line
 SCONTROL_TIMEOUT = 3.0
+DEFAULT_DEADLINE = 5.0  # until the configuration is read (it may name another)
+TASK_DEADLINE = 5.0     # prolog --task: Slurm waits for it before the task starts
 
 
 def _process_age() -> float:
@@ -171,21 +174,41 @@ def scontrol_drain(node: str, reason: str, *, timeout: float = SCONTROL_TIMEOUT)
 
 
 class _Watchdog:
-    """Ends the process if anything outside the checks (an import, scontrol, a report write) hangs."""
+    """Ends the process if anything outside the checks (reading the config, an import, scontrol, a
+    report write) hangs. Started before the configuration is read (a FIFO or a hung NFS mount at
+    the config path blocks open() forever); `rearm` moves the deadline once the config names it."""
 
     def __init__(self, seconds: float, code: int, on_fire):
         self.done = threading.Event()
+        self._lock = threading.Lock()
         self._code = code
         self._on_fire = on_fire
-        t = threading.Thread(target=self._run, args=(seconds,), name="prolog-watchdog", daemon=True)
+        self._stop = time.monotonic() + seconds
+        t = threading.Thread(target=self._run, name="prolog-watchdog", daemon=True)
         t.start()
 
-    def _run(self, seconds: float) -> None:
-        if not self.done.wait(seconds):
-            try:
-                self._on_fire()
-            finally:
-                os._exit(self._code)
+    def rearm(self, seconds: float, code: int | None = None, on_fire=None) -> None:
+        with self._lock:
+            self._stop = time.monotonic() + seconds
+            if code is not None:
+                self._code = code
+            if on_fire is not None:
+                self._on_fire = on_fire
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                left = self._stop - time.monotonic()
+            if left <= 0:
+                break
+            if self.done.wait(min(left, 0.1)):
+                return
+        with self._lock:
+            code, on_fire = self._code, self._on_fire
+        try:
+            on_fire()
+        finally:
+            os._exit(code)
 
 
 @click.command("prolog", cls=_PrologCommand)
@@ -210,9 +233,17 @@ def prolog(task, config_path, deadline, drain, strict, report_file, select, igno
     /etc/ddpdoctor.toml.
     """
     if task:
+        # A failing TaskProlog fails the task: whatever hangs (the config on a dead mount), exit 0 in time.
+        _Watchdog(max(0.2, TASK_DEADLINE - _process_age()), EXIT_HEALTHY,
+                  lambda: loud("ddpdoctor: task prolog overran its deadline; nothing exported"))
         sys.exit(_task(config_path))
+    strict_code = EXIT_CRASH if strict else EXIT_HEALTHY
+    first = deadline if deadline is not None and math.isfinite(deadline) and 0.5 <= deadline <= 600 else DEFAULT_DEADLINE
+    dog = _Watchdog(max(0.2, first - _process_age()) + 0.5, strict_code,
+                    lambda: loud(f"ddpdoctor: the prolog overran its deadline of {first:g} s before the checks "
+                                 "(reading the configuration or importing); not a node fault"))
     try:
-        code = _prolog(config_path, deadline, drain, strict, report_file, select, ignore, json_out, verbose)
+        code = _prolog(config_path, deadline, drain, strict, report_file, select, ignore, json_out, verbose, dog)
     except SystemExit:
         raise
     except BaseException as e:  # noqa: BLE001 - ddpdoctor's own failure must never drain a node
@@ -247,7 +278,7 @@ def _task(config_path: str | None) -> int:
 
 
 def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[str], ignore: Sequence[str],
-            json_out: bool, verbose: bool) -> int:
+            json_out: bool, verbose: bool, dog: _Watchdog) -> int:
     from ddpdoctor.slurm.config import ConfigError, load
     from ddpdoctor.validate import validate_seconds
 
@@ -270,7 +301,7 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
         loud(f"ddpdoctor: the prolog overran its deadline of {deadline or cfg.deadline:g} s outside the checks; "
              "not a node fault")
 
-    dog = _Watchdog(max(0.2, budget) + 0.5, EXIT_CRASH if strict else EXIT_HEALTHY, on_deadline)
+    dog.rearm(max(0.2, budget) + 0.5, EXIT_CRASH if strict else EXIT_HEALTHY, on_deadline)
 
     from ddpdoctor import registry, runner
     from ddpdoctor.model import Report
