@@ -66,6 +66,23 @@ def culprits(states: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 def _culprit_line(st: Mapping[str, Any]) -> tuple[str, Fix | None]:
     """What is wrong with one rank that holds the others up, and what to do about it."""
     phase = st.get("phase") or "?"
+    ps = st.get("proc_state")
+    if not st.get("seen") and ps == "stopped":
+        # a process that exists but does not run is not a network problem
+        return (f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')}) is stopped (SIGSTOP/SIGTSTP) before "
+                f"it reached the rendezvous store (waited {st.get('waited_s', 0):g} s)",
+                Fix("resume it or end it; a stopped process holds the whole group",
+                    commands=(f"kill -CONT {st.get('pid')}   # on {st.get('host', '?')}",)))
+    if not st.get("seen") and ps in ("gone", "zombie"):
+        return (f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')}) exited before it reached the "
+                "rendezvous store", Fix("read that rank's log"))
+    if not st.get("seen") and ps == "sleeping":
+        return (f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')}) is alive but sleeping and never "
+                f"reached the rendezvous store (waited {st.get('waited_s', 0):g} s): blocked in its own start-up "
+                "or in connecting to the store",
+                Fix("see where it waits; if it is in connect(), check the network to the store",
+                    commands=(f"py-spy dump --pid {st.get('pid')}   # on {st.get('host', '?')}",
+                              "ddpdoctor network --master $MASTER_ADDR --port $MASTER_PORT")))
     if not st.get("seen"):
         return (f"rank {st['rank']} never connected to the rendezvous store (waited {st.get('waited_s', 0):g} s)",
                 Fix("check that this rank was started and can reach MASTER_ADDR:MASTER_PORT",
@@ -115,6 +132,13 @@ def every_rank_finished(ctx):
     """
     verdict = ctx.verdict
     errors = [(r, rec["error"]) for r, rec in sorted(ctx.records.items()) if rec.get("error")]
+    # A rank that failed comes first: the others then wait for it, which is not a transport problem.
+    for r, err in errors:
+        rec = ctx.records[r]
+        yield Finding(Severity.ERROR, f"rank {r} (pid {rec.get('pid')}, {rec.get('host')}) failed in phase "
+                                      f"'{err.get('phase')}': {err.get('message')}",
+                      hint=err.get("hint", ""), evidence={"rank": r, **err})
+    failed = {r for r, _ in errors}
     if verdict:
         states = verdict["states"]
         bad = culprits(states)
@@ -132,7 +156,12 @@ def every_rank_finished(ctx):
                           hint="a launcher ending the job after another rank failed, a scheduler time limit, or kill; "
                                "the ranks' phases at that moment are in the table below",
                           evidence={"signal": verdict.get("signal")})
-        if not bad and verdict.get("kind") != "terminated":
+        for st in states:  # a failure only the watchdog's states carry (the rank sent no record)
+            if st.get("error") and st["rank"] not in failed and not st.get("relayed"):
+                yield Finding(Severity.ERROR, f"{_who(st)} failed in phase '{st.get('phase') or '?'}': {st['error']}",
+                              evidence={"rank": st["rank"], "error": st["error"]})
+        failed |= {s["rank"] for s in states if s.get("error")}
+        if not bad and not failed and verdict.get("kind") != "terminated":
             phase = max(states, key=lambda s: s.get("in_phase_s", 0)).get("phase")
             yield Finding(Severity.ERROR,
                           f"all {len(states)} ranks are alive and inside the collective of phase '{phase}', "
@@ -144,17 +173,12 @@ def every_rank_finished(ctx):
                                             "ddpdoctor network --master $MASTER_ADDR"),
                                   env={"NCCL_DEBUG": "INFO"}),
                           evidence=verdict)
-        for st in sorted(bad, key=lambda s: (s.get("index", -1), s["rank"])):
+        for st in sorted(bad, key=lambda s: (s["rank"] not in failed, s.get("index", -1), s["rank"])):
             msg, fix = _culprit_line(st)
             extra = f"; ended by ddpdoctor: {st['ended_by_ddpdoctor']}" if st.get("ended_by_ddpdoctor") else ""
             if st.get("relayed"):
                 extra += "; as rank 0 last saw it"
             yield Finding(Severity.ERROR, msg, hint=detected + where + extra, fix=fix, evidence=st)
-    for r, err in errors:
-        rec = ctx.records[r]
-        yield Finding(Severity.ERROR, f"rank {r} (pid {rec.get('pid')}, {rec.get('host')}) failed in phase "
-                                      f"'{err.get('phase')}': {err.get('message')}",
-                      hint=err.get("hint", ""), evidence={"rank": r, **err})
     if verdict or errors:
         return
     if not ctx.records:

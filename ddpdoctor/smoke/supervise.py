@@ -20,6 +20,7 @@ import dataclasses
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -274,6 +275,9 @@ class Supervisor:
                 st["exit"] = w.exit  # it died on its own: how
             if w.proc_state and not st.get("proc_state"):
                 st["proc_state"] = w.proc_state
+            if not st.get("seen") and w.proc is not None:  # never reached the store: only we know its pid
+                st.setdefault("pid", w.proc.pid)
+                st.setdefault("host", socket.gethostname())
         return world
 
     def _fallback_world(self, now: float) -> dict:
@@ -293,6 +297,8 @@ class Supervisor:
                 st["proc_state"] = st.get("proc_state") or w.proc_state
                 if w.killed and w.killed != "the run ended":
                     st["ended_by_ddpdoctor"] = w.killed
+            elif st is not None and w.proc is not None:  # never reached the store: its process state says why
+                st.update(proc_state=w.proc_state, pid=w.proc.pid, host=socket.gethostname())
             if not w.finished and w.rank not in late:
                 late.append(w.rank)
         if self.signalled:

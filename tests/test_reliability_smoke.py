@@ -1,0 +1,94 @@
+"""Issue 10: smoke names what is wrong with a rank from its process state, never a network problem
+for a process that exists but does not run; one rank has no bandwidth to report."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+from ddpdoctor.model import Status
+from ddpdoctor.smoke import plan as P
+from ddpdoctor.smoke.report import build_report
+from ddpdoctor.smoke.supervise import Supervisor, WorkerProc
+
+
+def _supervisor_with_frozen_rank1():
+    cfg = P.SmokeConfig(timeout=10)
+    w0 = WorkerProc(rank=0, env={})
+    w1 = WorkerProc(rank=1, env={})
+    w1.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    w1.proc.send_signal(signal.SIGSTOP)  # frozen before it ever reached the store
+    return Supervisor(cfg, [w0, w1], 2, standalone=True), cfg, w1
+
+
+def _world(states):
+    return {"world_size": 2, "backend": "gloo", "records": {},
+            "verdict": {"kind": "stall", "late": [1], "after_s": 10.5, "detected_by": "rank 0's watchdog",
+                        "timeout_s": 10, "states": states}}
+
+
+def test_a_rank_stopped_before_the_store_is_named_stopped_not_a_network_problem():
+    sup, cfg, w1 = _supervisor_with_frozen_rank1()
+    try:
+        import time
+        for _ in range(50):  # SIGSTOP is asynchronous
+            from ddpdoctor.smoke.progress import process_state
+            if process_state(w1.proc.pid) == "stopped":
+                break
+            time.sleep(0.05)
+        sup._kill(w1, "the run ended")  # records its state before ending it, as at the end of a run
+        world = sup._annotate(_world([
+            {"rank": 0, "seen": True, "phase": "store", "index": 1, "in_collective": False, "pid": 1,
+             "host": "h", "heartbeat_age_s": 0.1, "in_phase_s": 10.0},
+            {"rank": 1, "seen": False, "waited_s": 10.5}]))
+    finally:
+        w1.proc.wait(timeout=10)
+    rep = build_report(world, cfg, launcher="standalone")
+    dd501 = next(r for r in rep.results if r.id == "DD501")
+    msgs = [f.message for f in dd501.findings]
+    assert any("rank 1" in m and "stopped" in m for m in msgs), msgs
+    assert not any("never connected" in m for m in msgs), msgs
+    cmds = [c for f in dd501.findings if f.fix for c in f.fix.commands]
+    assert f"kill -CONT {w1.proc.pid}" in " ".join(cmds)
+    assert not any("ddpdoctor network" in c for c in cmds)
+
+
+def test_a_rank_that_never_came_with_no_process_known_still_says_never_connected():
+    cfg = P.SmokeConfig(timeout=10)
+    rep = build_report(_world([{"rank": 0, "seen": True, "phase": "store", "index": 1, "in_collective": False,
+                                "pid": 1, "host": "h", "heartbeat_age_s": 0.1, "in_phase_s": 10.0},
+                               {"rank": 1, "seen": False, "waited_s": 10.5}]), cfg, launcher="torchrun")
+    dd501 = next(r for r in rep.results if r.id == "DD501")
+    assert dd501.status is Status.FAIL
+    assert any("never connected" in f.message for f in dd501.findings)
+
+
+def _gpu_world():
+    """As the one-H100 run saw it: rank 1 failed in init (invalid device ordinal), rank 0 waits."""
+    states = [{"rank": 0, "seen": True, "phase": "init", "index": 2, "in_collective": True, "pid": 10, "host": "g",
+               "heartbeat_age_s": 0.1, "in_phase_s": 12.0, "error": None},
+              {"rank": 1, "seen": True, "phase": "init", "index": 2, "in_collective": False, "pid": 11, "host": "g",
+               "heartbeat_age_s": 0.1, "in_phase_s": 12.0,
+               "error": "CUDA error: invalid device ordinal"}]
+    w = _world(states)
+    w["verdict"]["kind"] = "error"
+    return w
+
+
+def test_a_rank_that_failed_comes_first_and_the_transport_is_not_blamed():
+    w = _gpu_world()
+    w["records"] = {"1": {"rank": 1, "pid": 11, "host": "g",
+                          "error": {"phase": "init", "message": "CUDA error: invalid device ordinal"}}}
+    rep = build_report(w, P.SmokeConfig(timeout=10), launcher="standalone")
+    dd501 = next(r for r in rep.results if r.id == "DD501")
+    msgs = [f.message for f in dd501.findings]
+    assert msgs and "rank 1" in msgs[0] and "invalid device ordinal" in msgs[0], msgs
+    assert not any("transport" in (f.message + f.hint) for f in dd501.findings), msgs
+
+
+def test_a_failure_only_the_watchdog_saw_is_still_named_and_not_a_transport_problem():
+    rep = build_report(_gpu_world(), P.SmokeConfig(timeout=10), launcher="standalone")
+    dd501 = next(r for r in rep.results if r.id == "DD501")
+    msgs = [f.message for f in dd501.findings]
+    assert any("invalid device ordinal" in m for m in msgs), msgs
+    assert not any("transport" in (f.message + f.hint) for f in dd501.findings), msgs
