@@ -92,3 +92,15 @@ def test_a_failure_only_the_watchdog_saw_is_still_named_and_not_a_transport_prob
     msgs = [f.message for f in dd501.findings]
     assert any("invalid device ordinal" in m for m in msgs), msgs
     assert not any("transport" in (f.message + f.hint) for f in dd501.findings), msgs
+
+
+def test_one_rank_reports_no_bandwidth_only_that_it_needs_two():
+    rec = {"rank": 0, "pid": 1, "host": "g", "phases": {"init": 0.1},
+           "bandwidth": [{"size": 1 << 26, "times": [2.5e-5, 2.5e-5, 2.5e-5]}], "correctness": []}
+    world = {"world_size": 1, "backend": "nccl", "records": {"0": rec}}
+    rep = build_report(world, P.SmokeConfig(timeout=10), launcher="standalone")
+    dd503 = next(r for r in rep.results if r.id == "DD503")
+    assert dd503.status is Status.SKIP and "two or more ranks" in dd503.reason
+    text = rep.extra["text"]
+    assert "needs two or more ranks" in text and "GB/s" not in text
+    assert rep.to_dict()["bandwidth"] == []

@@ -276,9 +276,12 @@ def allreduce_bandwidth(ctx):
     per_rank = {r: rec.get("bandwidth") for r, rec in ctx.records.items() if rec.get("bandwidth")}
     if not per_rank:
         raise Skip("no bandwidth measured" + (" (--quick)" if ctx.cfg.quick else ""))
+    if ctx.world_size < 2:
+        # one rank's all_reduce copies nothing anywhere: its "algbw" is a memory copy (or a no-op),
+        # and busbw is 0 by definition. No number is better than a bogus one.
+        raise Skip("bandwidth needs two or more ranks (with one rank all_reduce moves no data)")
     rows = bw.world_rows(per_rank, ctx.world_size)
-    # with one rank busbw is 0 by definition (nothing crosses a link): rank the sizes by algbw then
-    peak = max(rows, key=lambda row: row["busbw_gbps"] if ctx.world_size > 1 else row["algbw_gbps"])
+    peak = max(rows, key=lambda row: row["busbw_gbps"])
     from ddpdoctor.smoke.plan import fmt_bytes
     desc = (f"peak busbw {peak['busbw_gbps']:.2f} GB/s (algbw {peak['algbw_gbps']:.2f} GB/s) at {fmt_bytes(peak['size'])}, "
             f"{ctx.world_size} ranks, {ctx.backend}")
@@ -286,8 +289,6 @@ def allreduce_bandwidth(ctx):
     if expect is None:
         yield Finding(Severity.INFO, desc, evidence={"rows": rows})
         return
-    if ctx.world_size < 2:
-        raise Skip("busbw is 0 by definition with one rank; --expect-busbw needs two or more")
     if peak["busbw_gbps"] < expect:
         yield Finding(Severity.WARNING, f"{desc}: below the expected {expect:g} GB/s",
                       hint=f"slowest rank at that size: {peak['slowest_rank']}",
