@@ -8,6 +8,11 @@ from ddpdoctor.probes.procs import listeners_on
 from ddpdoctor.registry import Skip, check
 
 
+def iptables_for(addr: str) -> str:
+    """The firewall command for rules about `addr`: ip6tables for an IPv6 peer (iptables ignores v6)."""
+    return "ip6tables" if ":" in addr and not addr.startswith("::ffff:") else "iptables"
+
+
 def _need_remote_master(ctx) -> None:
     if not ctx.master_addr:
         raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
@@ -19,7 +24,7 @@ def _firewall_fix(ctx, port_spec: str, what: str) -> Fix:
     src = ctx.route.src_addr if ctx.route and ctx.route.ok else "<worker-subnet>"
     return Fix(
         f"on {ctx.master}, accept TCP {what} from the workers",
-        (f"sudo iptables -I INPUT -p tcp -s {src} --dport {port_spec} -j ACCEPT",
+        (f"sudo {iptables_for(src)} -I INPUT -p tcp -s {src} --dport {port_spec} -j ACCEPT",
          f"sudo firewall-cmd --add-port={port_spec.replace(':', '-')}/tcp   # firewalld",
          f"sudo ufw allow proto tcp from {src} to any port {port_spec}   # ufw"),
     )

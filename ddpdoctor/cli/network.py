@@ -76,6 +76,7 @@ def default_master_checked() -> str:
 
 
 def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> None:
+    from ddpdoctor.checks.reachability import iptables_for
     from ddpdoctor.listen import ListenError, listen
 
     host = socket.gethostname()
@@ -86,15 +87,22 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
         what = f"port {port}" if kind == "rendezvous" else "the ephemeral port"
         click.echo(f"  {w.host} ({w.addr}) reached {what} via {w.interface}", err=False)
 
-    # SIGTERM (e.g. from srun or timeout(1)) ends the wait like the timeout does: sockets closed.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    t0 = time.monotonic()
+    # SIGTERM (srun, timeout(1)) and SIGINT end the wait like the timeout does: sockets closed, and
+    # the arrivals so far are still reported (text or JSON).
+    stopped: list[str] = []
+
+    def on_signal(signum, _frame):
+        stopped.append(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
     try:
         if not json_out:
             click.echo(f"ddpdoctor listening on {host}:{port}"
                        + (f", waiting for {expect} worker(s)" if expect else "") + f" for up to {timeout:g} s")
             sys.stdout.flush()
-        res = listen(port, expect=expect, timeout=timeout, reply_host=host, on_event=on_event)
+        res = listen(port, expect=expect, timeout=timeout, reply_host=host, on_event=on_event,
+                     stop=lambda: stopped[0] if stopped else "")
     except ListenError as e:
         from ddpdoctor.probes.procs import listeners_on
         holders = listeners_on(port)
@@ -105,28 +113,32 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
         else:
             click.echo(f"✗ {msg}", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo(f"ddpdoctor: listener stopped after {time.monotonic() - t0:.1f} s", err=True)
-        sys.exit(1)
     code = 0 if res.ok else 1
     partial = [w for w in res.workers if not w.complete]
     if json_out:
         click.echo(json.dumps({
             "schema": 1, "command": "network-listen", "host": host, "exit_code": code,
             "port": res.port, "eport": res.eport, "eport_range": list(res.eport_range), "expect": expect,
-            "timed_out": res.timed_out, "duration_s": round(res.duration_s, 3),
+            "timed_out": res.timed_out, "interrupted": res.interrupted or None, "duration_s": round(res.duration_s, 3),
             "workers": [{"host": w.host, "addr": w.addr, "interface": w.interface,
                          "rendezvous_port": w.rdzv_at is not None, "ephemeral_port": w.eph_at is not None}
                         for w in res.workers]}, indent=2))
         sys.exit(code)
     done = sum(w.complete for w in res.workers)
     click.echo(f"{done} worker(s) reached both ports" + (f" of {expect} expected" if expect else "")
-               + f" in {res.duration_s:.1f} s" + (" (timed out)" if res.timed_out else ""))
+               + f" in {res.duration_s:.1f} s" + (" (timed out)" if res.timed_out else "")
+               + (f" (stopped by {res.interrupted})" if res.interrupted else ""))
+    for w in res.workers:  # a name is only what the peer says: the address is what we saw
+        if w.complete:
+            click.echo(f"✓ {w.host} from {w.addr} via {w.interface}")
     for w in partial:
-        click.echo(f"✗ {w.host} ({w.addr}) reached port {port} but not ephemeral port {res.eport}: "
+        click.echo(f"✗ {w.host} from {w.addr} reached port {port} but not ephemeral port {res.eport}: "
                    f"a firewall passes the rendezvous port and drops {res.eport_range[0]}-{res.eport_range[1]}")
-        click.echo(f"    fix: sudo iptables -I INPUT -p tcp -s {w.addr} --dport {res.eport_range[0]}:{res.eport_range[1]} -j ACCEPT")
+        click.echo(f"    fix: sudo {iptables_for(w.addr)} -I INPUT -p tcp -s {w.addr} "
+                   f"--dport {res.eport_range[0]}:{res.eport_range[1]} -j ACCEPT")
     if expect and done < expect and not partial:
         click.echo(f"✗ {expect - done} worker(s) never arrived: run `ddpdoctor network --master {host} --port {port}` "
                    "on them; its report names what blocks them")
+    elif not expect and not res.workers:
+        click.echo(f"✗ no worker arrived: run `ddpdoctor network --master {host} --port {port}` on them")
     sys.exit(code)
