@@ -15,6 +15,7 @@ import time
 
 import click
 
+from ddpdoctor.cli.common import FINITE
 from ddpdoctor.validate import BadInput, validate_port, validate_seconds
 
 DEFAULT_PORT = 29400
@@ -31,9 +32,9 @@ def _default_port() -> int:
 @click.option("--port", metavar="PORT",
               help=f"Rendezvous port every node listens on and probes. Default: {DEFAULT_PORT} (torchrun: MASTER_PORT+1).")
 @click.option("--store-port", metavar="PORT", help="Port of the TCPStore on the first node (srun). Default: PORT+1.")
-@click.option("--deadline", type=float, default=30.0, show_default=True,
+@click.option("--deadline", type=FINITE, default=30.0, show_default=True,
               help="Seconds until the first node reports; a node that has not reported by then is named missing.")
-@click.option("--probe-timeout", type=float, default=2.0, show_default=True, help="Seconds one lookup or connect may take.")
+@click.option("--probe-timeout", type=FINITE, default=2.0, show_default=True, help="Seconds one lookup or connect may take.")
 @click.option("--max-peers", type=click.IntRange(1, 4096), default=16, show_default=True,
               help="Peers each node probes: all of them up to this many, else ring neighbours, the first node and a sample.")
 @click.option("--seed", type=int, default=None, help="Seed of the peer sample (default: the job id).")

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import functools
+import math
+import os
 import sys
 
 import click
@@ -11,13 +13,69 @@ from ddpdoctor.model import Report
 _FAIL_ON = click.Choice(["error", "warning"], case_sensitive=False)
 
 
+class FiniteFloat(click.FloatRange):
+    """A float option that refuses nan and inf (click's FloatRange lets nan through every bound,
+    and a NaN would end up in the JSON report, which JSON cannot hold)."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv
+
+
+FINITE = FiniteFloat()
+
+
+def stdout_gone() -> None:
+    """The reader of stdout went away (a closed pipe): send the rest nowhere, so that neither the
+    next write nor the flush at exit fails again, and the exit code stays the verdict's."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def write_stdout(text: str) -> None:
+    """Write and flush stdout; a reader that went away is not an error (see stdout_gone)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_gone()
+    except (OSError, ValueError):  # closed, or ENOSPC on a redirect: the exit code still tells
+        pass
+
+
+def ensure_std_streams() -> None:
+    """Started with stdout or stderr closed (`>&-`): Python sets sys.stdout to None and every write
+    crashes. Put /dev/null there (it also keeps fd 1/2 from being reused by a socket we open)."""
+    for fd, name, mode in ((1, "stdout", "w"), (2, "stderr", "w")):
+        if getattr(sys, name) is None:
+            try:
+                os.fstat(fd)
+            except OSError:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                if devnull != fd:
+                    os.dup2(devnull, fd)
+                    os.close(devnull)
+            try:
+                setattr(sys, name, open(fd, mode, closefd=False, errors="replace"))
+            except OSError:
+                pass
+
+
 def report_options(func):
     """--json, --select/--ignore (id prefixes), --fail-on, --deadline, --verbose."""
     @click.option("--json", "json_out", is_flag=True, help="Print only the JSON report on stdout.")
     @click.option("--select", "select", multiple=True, metavar="PREFIX", help="Run only checks whose id starts with PREFIX (repeatable).")
     @click.option("--ignore", "ignore", multiple=True, metavar="PREFIX", help="Skip checks whose id starts with PREFIX (repeatable).")
     @click.option("--fail-on", type=_FAIL_ON, default="error", show_default=True, help="Lowest severity that makes the exit code 1.")
-    @click.option("--deadline", type=click.FloatRange(0.5, 3600), default=10.0, show_default=True,
+    @click.option("--deadline", type=FiniteFloat(0.5, 3600), default=10.0, show_default=True,
                   help="Global deadline in seconds for all checks together.")
     @click.option("-v", "--verbose", is_flag=True, help="Show informational findings in full.")
     @functools.wraps(func)
@@ -28,11 +86,15 @@ def report_options(func):
 
 def emit(report: Report, *, json_out: bool, verbose: bool = False) -> None:
     """Render the report and exit with its code."""
-    if json_out:
-        from ddpdoctor.render import json as rj
-        sys.stdout.write(rj.render(report) + "\n")
-        sys.stdout.flush()
-    else:
-        from ddpdoctor.render import text
-        text.write(report, sys.stdout, verbose=verbose)
+    try:
+        if json_out:
+            from ddpdoctor.render import json as rj
+            sys.stdout.write(rj.render(report) + "\n")
+            sys.stdout.flush()
+        else:
+            from ddpdoctor.render import text
+            text.write(report, sys.stdout, verbose=verbose)
+            sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the verdict still decides the exit code
+        stdout_gone()
     sys.exit(report.exit_code)

@@ -11,7 +11,7 @@ import time
 
 import click
 
-from ddpdoctor.cli.common import emit, report_options
+from ddpdoctor.cli.common import FINITE, emit, report_options
 from ddpdoctor.validate import BadInput, validate_host, validate_port, validate_seconds
 
 DEFAULT_PORT = 29400  # torchrun's c10d rendezvous default
@@ -29,8 +29,8 @@ def _default_port() -> int:
 @click.option("--port", metavar="PORT", help=f"Rendezvous port. Default: $MASTER_PORT, else {DEFAULT_PORT}.")
 @click.option("--listen", is_flag=True, help="Run on the master: answer workers' probes on PORT and on an ephemeral port.")
 @click.option("--expect", type=int, metavar="N", help="With --listen: stop once N workers completed both probes.")
-@click.option("--timeout", type=float, default=60.0, show_default=True, help="With --listen: stop after this many seconds.")
-@click.option("--probe-timeout", type=float, default=2.0, show_default=True,
+@click.option("--timeout", type=FINITE, default=60.0, show_default=True, help="With --listen: stop after this many seconds.")
+@click.option("--probe-timeout", type=FINITE, default=2.0, show_default=True,
               help="Seconds one probe (connect, lookup) may take.")
 @report_options
 def network(master, port, listen, expect, timeout, probe_timeout, json_out, select, ignore, fail_on, deadline, verbose):
@@ -79,13 +79,18 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
     from ddpdoctor.checks.reachability import iptables_for
     from ddpdoctor.listen import ListenError, listen
 
+    from ddpdoctor.cli.common import write_stdout
+
     host = socket.gethostname()
+
+    def _out(text: str = "") -> None:  # a reader that went away must not change the exit code
+        write_stdout(text + "\n")
 
     def on_event(kind, w):
         if json_out:
             return
         what = f"port {port}" if kind == "rendezvous" else "the ephemeral port"
-        click.echo(f"  {w.host} ({w.addr}) reached {what} via {w.interface}", err=False)
+        _out(f"  {w.host} ({w.addr}) reached {what} via {w.interface}")
 
     # SIGTERM (srun, timeout(1)) and SIGINT end the wait like the timeout does: sockets closed, and
     # the arrivals so far are still reported (text or JSON).
@@ -98,9 +103,8 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
         signal.signal(sig, on_signal)
     try:
         if not json_out:
-            click.echo(f"ddpdoctor listening on {host}:{port}"
+            _out(f"ddpdoctor listening on {host}:{port}"
                        + (f", waiting for {expect} worker(s)" if expect else "") + f" for up to {timeout:g} s")
-            sys.stdout.flush()
         res = listen(port, expect=expect, timeout=timeout, reply_host=host, on_event=on_event,
                      stop=lambda: stopped[0] if stopped else "")
     except ListenError as e:
@@ -109,14 +113,14 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
         who = "; ".join(f"pid {h.pid} ({h.name})" for h in holders if h.pid)
         msg = f"{e}{' by ' + who if who else ''}"
         if json_out:
-            click.echo(json.dumps({"schema": 1, "command": "network-listen", "host": host, "exit_code": 1, "error": msg}))
+            _out(json.dumps({"schema": 1, "command": "network-listen", "host": host, "exit_code": 1, "error": msg}))
         else:
-            click.echo(f"✗ {msg}", err=True)
+            click.echo(f"✗ {msg}", err=True)  # stderr
         sys.exit(1)
     code = 0 if res.ok else 1
     partial = [w for w in res.workers if not w.complete]
     if json_out:
-        click.echo(json.dumps({
+        _out(json.dumps({
             "schema": 1, "command": "network-listen", "host": host, "exit_code": code,
             "port": res.port, "eport": res.eport, "eport_range": list(res.eport_range), "expect": expect,
             "timed_out": res.timed_out, "interrupted": res.interrupted or None, "duration_s": round(res.duration_s, 3),
@@ -125,20 +129,20 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
                         for w in res.workers]}, indent=2))
         sys.exit(code)
     done = sum(w.complete for w in res.workers)
-    click.echo(f"{done} worker(s) reached both ports" + (f" of {expect} expected" if expect else "")
+    _out(f"{done} worker(s) reached both ports" + (f" of {expect} expected" if expect else "")
                + f" in {res.duration_s:.1f} s" + (" (timed out)" if res.timed_out else "")
                + (f" (stopped by {res.interrupted})" if res.interrupted else ""))
     for w in res.workers:  # a name is only what the peer says: the address is what we saw
         if w.complete:
-            click.echo(f"✓ {w.host} from {w.addr} via {w.interface}")
+            _out(f"✓ {w.host} from {w.addr} via {w.interface}")
     for w in partial:
-        click.echo(f"✗ {w.host} from {w.addr} reached port {port} but not ephemeral port {res.eport}: "
+        _out(f"✗ {w.host} from {w.addr} reached port {port} but not ephemeral port {res.eport}: "
                    f"a firewall passes the rendezvous port and drops {res.eport_range[0]}-{res.eport_range[1]}")
-        click.echo(f"    fix: sudo {iptables_for(w.addr)} -I INPUT -p tcp -s {w.addr} "
+        _out(f"    fix: sudo {iptables_for(w.addr)} -I INPUT -p tcp -s {w.addr} "
                    f"--dport {res.eport_range[0]}:{res.eport_range[1]} -j ACCEPT")
     if expect and done < expect and not partial:
-        click.echo(f"✗ {expect - done} worker(s) never arrived: run `ddpdoctor network --master {host} --port {port}` "
+        _out(f"✗ {expect - done} worker(s) never arrived: run `ddpdoctor network --master {host} --port {port}` "
                    "on them; its report names what blocks them")
     elif not expect and not res.workers:
-        click.echo(f"✗ no worker arrived: run `ddpdoctor network --master {host} --port {port}` on them")
+        _out(f"✗ no worker arrived: run `ddpdoctor network --master {host} --port {port}` on them")
     sys.exit(code)

@@ -28,6 +28,7 @@ from typing import Sequence
 
 import click
 
+from ddpdoctor.cli.common import FINITE
 from ddpdoctor.validate import BadInput
 
 EXIT_HEALTHY, EXIT_FAULT, EXIT_USAGE, EXIT_CRASH = 0, 1, 2, 3
@@ -49,6 +50,14 @@ def _process_age() -> float:
         return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def _write_stderr(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def loud(msg: str) -> None:
@@ -214,7 +223,7 @@ class _Watchdog:
 @click.command("prolog", cls=_PrologCommand)
 @click.option("--task", is_flag=True, help="TaskProlog mode: print `export` lines for GLOO/NCCL_SOCKET_IFNAME and nothing else.")
 @click.option("--config", "config_path", metavar="FILE", help="Site configuration (TOML). Default: /etc/ddpdoctor.toml if it exists.")
-@click.option("--deadline", type=float, metavar="SECONDS", help="For everything, Python's start-up included. Default: 5 (prolog.deadline).")
+@click.option("--deadline", type=FINITE, metavar="SECONDS", help="For everything, Python's start-up included. Default: 5 (prolog.deadline).")
 @click.option("--drain", is_flag=True, help="On a node fault, also set the drain reason with scontrol (Slurm's own says 'Prolog error').")
 @click.option("--strict", is_flag=True, help="Exit non-zero (drain) also when ddpdoctor crashes, is misconfigured or overruns.")
 @click.option("--report-file", metavar="PATH", help="Write the JSON report there for audit (%n node name, %j job id).")
@@ -272,8 +281,8 @@ def _task(config_path: str | None) -> int:
             pass
         return 0
     if lines:
-        sys.stdout.write("".join(line + "\n" for line in lines))
-        sys.stdout.flush()
+        from ddpdoctor.cli.common import write_stdout
+        write_stdout("".join(line + "\n" for line in lines))
     return 0
 
 
@@ -326,12 +335,15 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
         "process_age_s": round(_process_age(), 3)}}
     report = Report("prolog", ctx.hostname, tuple(results), time.monotonic() - t0, extra=extra)
 
-    out = sys.stderr if json_out else sys.stdout
-    for line in verdict.fault_lines:
-        out.write(line + "\n")
-    out.flush()
+    # Output can fail (stdout closed, the pipe gone, a full disk): the verdict is the exit code, whatever.
+    from ddpdoctor.cli.common import write_stdout
+    if verdict.fault_lines:
+        if json_out:
+            _write_stderr("".join(line + "\n" for line in verdict.fault_lines))
+        else:
+            write_stdout("".join(line + "\n" for line in verdict.fault_lines))
     for w in verdict.warnings:
-        sys.stderr.write(f"ddpdoctor: warning: {w}\n")
+        _write_stderr(f"ddpdoctor: warning: {w}\n")
     for t in verdict.timeouts:
         loud(f"ddpdoctor: {t}; not counted as a node fault (prolog.drain_on_timeout = false)")
     for c in verdict.crashes:
@@ -340,11 +352,13 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
         loud(f"ddpdoctor: could not set the drain reason: {drain_error} (Slurm drains the node with 'Prolog error')")
     if verbose:
         from ddpdoctor.render import text
-        text.write(report, sys.stderr, verbose=True)
+        try:
+            text.write(report, sys.stderr, verbose=True)
+        except (OSError, ValueError):
+            pass
     if json_out:
         from ddpdoctor.render import json as rj
-        sys.stdout.write(rj.render(report) + "\n")
-        sys.stdout.flush()
+        write_stdout(rj.render(report) + "\n")
     if report_file:
         err = write_report(expand_path(report_file, node, job), report.to_dict())
         if err:

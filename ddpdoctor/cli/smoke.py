@@ -13,6 +13,7 @@ import time
 
 import click
 
+from ddpdoctor.cli.common import FINITE
 from ddpdoctor.validate import BadInput, validate_seconds
 
 _LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
@@ -24,12 +25,12 @@ _LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_
               help="Start N local ranks here (standalone). Default without a launcher: 2.")
 @click.option("--backend", type=click.Choice(["auto", "gloo", "nccl"]), default="auto", show_default=True,
               help="auto: NCCL when every rank has a GPU, else Gloo.")
-@click.option("--timeout", type=float, default=30.0, show_default=True,
+@click.option("--timeout", type=FINITE, default=30.0, show_default=True,
               help="Seconds a rank may spend in one phase before it is named as stuck.")
 @click.option("--max-size", default="64M", show_default=True, metavar="SIZE",
               help="Largest message for correctness and bandwidth (e.g. 4K, 1M, 64M).")
 @click.option("--quick", is_flag=True, help="One small size, correctness only.")
-@click.option("--expect-busbw", type=float, metavar="GB/s", help="Warn when the peak all_reduce bus bandwidth is lower.")
+@click.option("--expect-busbw", type=FINITE, metavar="GB/s", help="Warn when the peak all_reduce bus bandwidth is lower.")
 @click.option("--fix", is_flag=True,
               help="When a rank holds memory on another GPU, re-run with set_device/device_id/empty_cache and compare.")
 @click.option("--preamble", type=click.Path(exists=True, dir_okay=False), metavar="FILE",

@@ -59,7 +59,10 @@ def parse_size(value: Any, what: str, *, allow_unlimited: bool = False) -> int |
             return None
         m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", s)
         if m:
-            return int(float(m.group(1)) * _UNITS[m.group(2)])
+            v = float(m.group(1)) * _UNITS[m.group(2)]
+            if not v < 2 ** 63:  # also inf: int(inf) raises OverflowError
+                raise ConfigError(f"{what}: {value!r} is too large")
+            return int(v)
     raise ConfigError(f"{what}: {value!r} is not a size like \"64M\" or \"1GiB\""
                       + (" or \"unlimited\"" if allow_unlimited else ""))
 
@@ -176,7 +179,7 @@ def from_mapping(data: Mapping[str, Any], path: str | None = None) -> SiteConfig
         raise ConfigError(f"{where}: unknown key task.{key} (known: variables)")
     if "variables" in task:
         v = task["variables"]
-        if not isinstance(v, list) or not set(v) <= set(TASK_VARIABLES):
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v) or not set(v) <= set(TASK_VARIABLES):
             raise ConfigError(f"{where}: task.variables: want a list drawn from {list(TASK_VARIABLES)}")
         kw["task_variables"] = tuple(v)
     return SiteConfig(**kw)
@@ -214,4 +217,9 @@ def load(path: str | None = None) -> SiteConfig:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except toml.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    return from_mapping(data, path)
+    try:
+        return from_mapping(data, path)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, OverflowError, RecursionError) as e:  # any value we did not foresee
+        raise ConfigError(f"{path}: a value cannot be used: {type(e).__name__}: {e}") from None
