@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import ipaddress
+import shlex
 
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.probes.dns import is_loopback
 from ddpdoctor.registry import Skip, check
+from ddpdoctor.validate import BadInput, validate_host
 
 SLOW_RESOLVER_S = 1.0
 
@@ -17,7 +19,7 @@ def _no_answer(label: str, r) -> Finding:
     return Finding(Severity.WARNING, f"{label}: {r.error} (slow or unreachable DNS server; cannot tell whether it resolves)",
                    hint="the job's own lookups would stall the same way; rendezvous may time out",
                    fix=Fix("list the cluster's names in /etc/hosts or fix the first nameserver",
-                           ("cat /etc/resolv.conf", f"time getent ahosts {r.name}")),
+                           ("cat /etc/resolv.conf", f"time getent ahosts {shlex.quote(r.name)}")),
                    evidence={"name": r.name, "error": r.error, "timed_out": True,
                              "duration_s": round(r.duration_s, 3)})
 
@@ -27,11 +29,21 @@ def unresolved(what: str, r) -> str:
     return f"{what} got no answer from the resolver in time" if r.timed_out else f"{what} does not resolve"
 
 
+def shell_safe_name(name: str) -> str | None:
+    """`name` when it is a valid host name or address (safe inside a suggested command), else None.
+    gethostname() returns whatever sethostname() was given: never paste that into a shell line."""
+    try:
+        return validate_host(name, allow_ipv6=True)
+    except (BadInput, TypeError):
+        return None
+
+
 def _hosts_line_fix(ctx, summary: str, *, with_env: bool = True) -> Fix:
     """The /etc/hosts line that maps this host's name to the address that reaches the master,
     plus (`with_env`) GLOO_SOCKET_IFNAME for that interface where the variable alone fixes it."""
     addr = ctx.route.src_addr if ctx.route and ctx.route.ok and not is_loopback(ctx.route.src_addr) else None
-    cmds = (f"echo '{addr} {ctx.hostname}' | sudo tee -a /etc/hosts",) if addr else ()
+    name = shell_safe_name(ctx.hostname)
+    cmds = (f"echo '{addr} {name}' | sudo tee -a /etc/hosts",) if addr and name else ()
     env = {}
     if with_env and ctx.route_nic and not ctx.route_nic.is_loopback:
         env = {"GLOO_SOCKET_IFNAME": ctx.route_nic.name}
@@ -96,7 +108,9 @@ def hostname_not_loopback(ctx):
         return
     fix = _hosts_line_fix(ctx, f"map {ctx.hostname} to its routable address instead of {first}")
     if ctx.route_nic and not ctx.route_nic.is_loopback:
-        fix = Fix(fix.summary, (f"sudo sed -i 's/^{first}\\s.*{ctx.hostname}.*$/# &/' /etc/hosts", *fix.commands),
+        sed = ((f"sudo sed -i 's/^{first}\\s.*{ctx.hostname}.*$/# &/' /etc/hosts",)
+               if shell_safe_name(ctx.hostname) else ())
+        fix = Fix(fix.summary, (*sed, *fix.commands),
                   {**fix.env, "NCCL_SOCKET_IFNAME": "=" + ctx.route_nic.name})
     yield Finding(Severity.ERROR, f"this host's name {ctx.hostname!r} resolves to loopback {first}",
                   hint="Gloo binds that address and advertises it: the other nodes would connect to themselves",
@@ -186,10 +200,10 @@ def master_resolves(ctx):
         yield _no_answer(f"the master {ctx.master!r}", r)
         return
     yield Finding(Severity.ERROR, f"the master {ctx.master!r} does not resolve on {ctx.hostname}: {r.error}",
-                  hint="the workers must resolve the rendezvous host; test with: getent ahosts " + ctx.master,
+                  hint="the workers must resolve the rendezvous host; test with: getent ahosts " + shlex.quote(ctx.master),
                   fix=Fix(f"add the master to /etc/hosts on {ctx.hostname} (or DNS); with an IP endpoint, c10d also "
                           "needs --local-addr=<IP> on the master",
-                          (f"echo '<master-ip> {ctx.master}' | sudo tee -a /etc/hosts",)),
+                          (f"echo '<master-ip> {ctx.master}' | sudo tee -a /etc/hosts",) if shell_safe_name(ctx.master) else ()),
                   evidence={"master": ctx.master, "error": r.error})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -60,9 +61,15 @@ def network(master, port, listen, expect, timeout, probe_timeout, json_out, sele
                                extra={"master": master, "port": port_n})
     env = report.fix_env()
     if env and not json_out:
-        lines = ["To apply the environment fixes on this host:"] + [f"  export {k}={v}" for k, v in env.items()]
-        report = dataclasses.replace(report, extra={**report.extra, "text": "\n".join(lines)})
+        report = dataclasses.replace(report, extra={**report.extra, "text": env_footer(env)})
     emit(report, json_out=json_out, verbose=verbose)
+
+
+def env_footer(env) -> str:
+    """Lines to paste: values shell-quoted (an interface may be named `a;b`, which Linux allows)."""
+    lines = ["To apply the environment fixes on this host:"]
+    lines += [f"  export {k}={shlex.quote(v)}" for k, v in env.items()]
+    return "\n".join(lines)
 
 
 def default_master_checked() -> str:
@@ -81,7 +88,10 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
 
     from ddpdoctor.cli.common import write_stdout
 
+    from ddpdoctor.checks.dns import shell_safe_name
+
     host = socket.gethostname()
+    suggest = shell_safe_name(host) or "<this-host>"  # a hostname goes into a command below
 
     def _out(text: str = "") -> None:  # a reader that went away must not change the exit code
         write_stdout(text + "\n")
@@ -141,8 +151,8 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
         _out(f"    fix: sudo {iptables_for(w.addr)} -I INPUT -p tcp -s {w.addr} "
                    f"--dport {res.eport_range[0]}:{res.eport_range[1]} -j ACCEPT")
     if expect and done < expect and not partial:
-        _out(f"✗ {expect - done} worker(s) never arrived: run `ddpdoctor network --master {host} --port {port}` "
+        _out(f"✗ {expect - done} worker(s) never arrived: run `ddpdoctor network --master {suggest} --port {port}` "
                    "on them; its report names what blocks them")
     elif not expect and not res.workers:
-        _out(f"✗ no worker arrived: run `ddpdoctor network --master {host} --port {port}` on them")
+        _out(f"✗ no worker arrived: run `ddpdoctor network --master {suggest} --port {port}` on them")
     sys.exit(code)
