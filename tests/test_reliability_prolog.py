@@ -37,3 +37,35 @@ def test_a_config_path_that_blocks_does_not_hang_the_prolog(tmp_path, task):
     assert cp.stdout == ""
     assert "deadline" in cp.stderr
     assert took < 15
+
+
+def test_report_file_is_never_written_through_a_planted_symlink(tmp_path):
+    from ddpdoctor.cli.prolog import write_report
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    target = tmp_path / "report.json"
+    # the old code wrote to f"{path}.tmp{pid}": plant symlinks for a range of pids, and at the path
+    for pid in range(os.getpid() - 5, os.getpid() + 5):
+        os.symlink(victim, f"{target}.tmp{pid}")
+    assert write_report(str(target), {"ok": 1}) == ""
+    assert victim.read_text() == "precious\n"
+    assert not target.is_symlink() and '"ok": 1' in target.read_text()
+    # a symlink planted at the report path itself is replaced, not followed
+    target.unlink()
+    os.symlink(victim, target)
+    assert write_report(str(target), {"ok": 2}) == ""
+    assert victim.read_text() == "precious\n" and not target.is_symlink()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report")] == []
+
+
+def test_cluster_node_lists_are_never_written_through_a_planted_symlink(tmp_path):
+    from ddpdoctor.cli.cluster import _write_lists
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    for pid in range(os.getpid() - 5, os.getpid() + 5):
+        os.symlink(victim, tmp_path / f"passing_nodes.tmp{pid}")
+    os.symlink(victim, tmp_path / "failing_nodes")
+    paths, err = _write_lists(str(tmp_path), "node[1-3]", "node4")
+    assert err == "" and victim.read_text() == "precious\n"
+    assert (tmp_path / "passing_nodes").read_text() == "node[1-3]\n"
+    assert not (tmp_path / "failing_nodes").is_symlink()

@@ -117,13 +117,10 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
 
 
 def _write_lists(out_dir: str, passing: str, failing: str) -> tuple[tuple[str, ...], str]:
+    from ddpdoctor.cli.common import atomic_write
     paths = (os.path.join(out_dir, "passing_nodes"), os.path.join(out_dir, "failing_nodes"))
-    try:
-        for path, value in zip(paths, (passing, failing)):
-            tmp = f"{path}.tmp{os.getpid()}"
-            with open(tmp, "w") as f:
-                f.write(value + "\n" if value else "")
-            os.replace(tmp, path)
-    except OSError as e:
-        return (), f"{out_dir}: {e.strerror or e}"
+    for path, value in zip(paths, (passing, failing)):
+        err = atomic_write(path, value + "\n" if value else "")
+        if err:
+            return (), err
     return paths, ""

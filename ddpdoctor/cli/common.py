@@ -51,6 +51,32 @@ def write_stdout(text: str) -> None:
         pass
 
 
+def atomic_write(path: str, text: str, mode: int = 0o644) -> str:
+    """Write `text` to `path` atomically (readers never see half a file); '' or why it failed.
+
+    ddpdoctor runs as root (the prolog) and may write into a world-writable directory: the
+    temporary file is made by mkstemp in the target's directory (O_EXCL, never through a planted
+    symlink), then renamed over `path` (rename replaces a symlink there, never follows it).
+    """
+    import tempfile
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = ""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            os.fchmod(f.fileno(), mode)
+        os.replace(tmp, path)
+        return ""
+    except OSError as e:
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return f"{path}: {e.strerror or e}"
+
+
 def ensure_std_streams() -> None:
     """Started with stdout or stderr closed (`>&-`): Python sets sys.stdout to None and every write
     crashes. Put /dev/null there (it also keeps fd 1/2 from being reused by a socket we open)."""

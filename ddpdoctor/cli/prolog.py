@@ -150,20 +150,13 @@ def expand_path(template: str, node: str, job_id: str) -> str:
 
 
 def write_report(path: str, data: dict) -> str:
-    """Write atomically (readers never see half a report); '' or why it failed."""
-    tmp = f"{path}.tmp{os.getpid()}"
+    """Write atomically and never through a planted symlink (cli/common.atomic_write); '' or why not."""
+    from ddpdoctor.cli.common import atomic_write
     try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-        return ""
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return f"{path}: {e.strerror or e}"
+        text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    except ValueError as e:
+        return f"{path}: {e}"
+    return atomic_write(path, text)
 
 
 def scontrol_drain(node: str, reason: str, *, timeout: float = SCONTROL_TIMEOUT) -> str:
