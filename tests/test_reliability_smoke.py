@@ -104,3 +104,33 @@ def test_one_rank_reports_no_bandwidth_only_that_it_needs_two():
     text = rep.extra["text"]
     assert "needs two or more ranks" in text and "GB/s" not in text
     assert rep.to_dict()["bandwidth"] == []
+
+
+def _srun_env(**kw):
+    env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "0",
+           "SLURM_STEP_NODELIST": "node[1-2]", "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "SLURM_NODEID": "0",
+           "SLURM_JOB_ID": "1234"}
+    env.update(kw)
+    return env
+
+
+import pytest  # noqa: E402
+
+from ddpdoctor.smoke import launch  # noqa: E402
+from ddpdoctor.validate import BadInput  # noqa: E402
+
+
+@pytest.mark.parametrize("kw", [{"SLURM_NODEID": "junk"}, {"SLURM_NODEID": "²"}, {"SLURM_PROCID": "٣"},
+                                {"SLURM_NTASKS": "1_0"}])
+def test_malformed_slurm_numbers_are_bad_input_not_a_crash(kw):
+    with pytest.raises(BadInput):
+        launch.detect(_srun_env(**kw))
+
+
+@pytest.mark.parametrize("job", ["²", "١٢٣", "12x", ""])
+def test_a_job_id_that_is_not_ascii_digits_keeps_the_default_port(job):
+    assert launch.detect(_srun_env(SLURM_JOB_ID=job)).master_port == launch.DEFAULT_PORT
+
+
+def test_an_ascii_job_id_spreads_the_port():
+    assert launch.detect(_srun_env(SLURM_JOB_ID="1234")).master_port == launch.DEFAULT_PORT + 234
