@@ -134,3 +134,39 @@ def test_a_job_id_that_is_not_ascii_digits_keeps_the_default_port(job):
 
 def test_an_ascii_job_id_spreads_the_port():
     assert launch.detect(_srun_env(SLURM_JOB_ID="1234")).master_port == launch.DEFAULT_PORT + 234
+
+
+def _smoke_cli(tmp_path, argv_prefix, *args):
+    import os
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "MASTER_", "RANK", "WORLD_SIZE",
+                                                                   "LOCAL_", "TORCHELASTIC", "PET_", "OMPI_", "PMI_"))}
+    env["PYTHONPATH"] = os.pathsep.join(argv_prefix + [str(root)])
+    return subprocess.run([sys.executable, "-m", "ddpdoctor", "smoke", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_smoke_without_torch_says_torch_is_missing_and_how_to_install_it(tmp_path):
+    # A Python whose ranks cannot import torch (the boundary: we cannot uninstall it here)
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    cp = _smoke_cli(tmp_path, [str(tmp_path)], "--nproc", "2", "--timeout", "5", "--json")
+    assert cp.returncode == 1, cp.stderr
+    import json
+    rep = json.loads(cp.stdout)
+    msgs = [f["message"] + " " + f["hint"] for r in rep["results"] for f in r["findings"]]
+    assert any("torch cannot be imported" in m and "pip install torch==2.13.0" in m for m in msgs), msgs
+    assert not any("OOM" in m or "phase 'start'" in m for m in msgs), msgs
+
+
+def test_smoke_checks_for_torch_before_starting_ranks():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from ddpdoctor.cli import main; main(['smoke', '--nproc', '1'])\n")
+    import os
+    from pathlib import Path
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert cp.returncode == 2
+    assert "torch is not installed" in cp.stderr and "pip install torch==2.13.0" in cp.stderr

@@ -88,8 +88,10 @@ def _culprit_line(st: Mapping[str, Any]) -> tuple[str, Fix | None]:
                 Fix("check that this rank was started and can reach MASTER_ADDR:MASTER_PORT",
                     commands=("ddpdoctor network --master $MASTER_ADDR --port $MASTER_PORT",)))
     if st.get("exit"):
-        hint = " (SIGKILL without an error: often the kernel's OOM killer, see dmesg)" if "SIGKILL" in st["exit"] else ""
-        return (f"{_who(st)} {st['exit']} in phase '{phase}'{hint}",
+        if "SIGKILL" not in st["exit"]:  # an exit code is the rank's own doing: its log says why, not dmesg
+            return (f"{_who(st)} {st['exit']} in phase '{phase}'", Fix("read that rank's log (below)"))
+        return (f"{_who(st)} {st['exit']} in phase '{phase}' (SIGKILL without an error: often the kernel's OOM "
+                "killer, see dmesg)",
                 Fix("read that rank's log; for a SIGKILL look for the OOM killer",
                     commands=(f"ssh {st.get('host', '?')} dmesg -T | grep -i -E 'killed process|out of memory'",)))
     if st.get("proc_state") == "stopped":
@@ -173,7 +175,9 @@ def every_rank_finished(ctx):
                                             "ddpdoctor network --master $MASTER_ADDR"),
                                   env={"NCCL_DEBUG": "INFO"}),
                           evidence=verdict)
-        for st in sorted(bad, key=lambda s: (s["rank"] not in failed, s.get("index", -1), s["rank"])):
+        reported = {r for r, _ in errors}  # named above with their own error: not twice
+        for st in sorted((s for s in bad if s["rank"] not in reported),
+                         key=lambda s: (s["rank"] not in failed, s.get("index", -1), s["rank"])):
             msg, fix = _culprit_line(st)
             extra = f"; ended by ddpdoctor: {st['ended_by_ddpdoctor']}" if st.get("ended_by_ddpdoctor") else ""
             if st.get("relayed"):

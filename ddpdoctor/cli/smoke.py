@@ -54,7 +54,11 @@ def smoke(nproc, backend, timeout, max_size, quick, expect_busbw, fix, preamble,
     computes a wrong result.
     """
     from ddpdoctor.smoke import launch
-    from ddpdoctor.smoke.plan import SmokeConfig, parse_size
+    from ddpdoctor.smoke.plan import TORCH_INSTALL, SmokeConfig, parse_size
+
+    missing = torch_missing()
+    if missing:  # before starting ranks that would all die in their first line
+        raise BadInput(f"torch is not installed for {sys.executable} ({missing}): {TORCH_INSTALL}")
 
     timeout = validate_seconds(timeout, "--timeout", minimum=1, maximum=3600)
     try:
@@ -77,6 +81,16 @@ def smoke(nproc, backend, timeout, max_size, quick, expect_busbw, fix, preamble,
         _standalone(cfg, nproc or 2, **opts)
     else:
         _under_launcher(cfg, rank_env, **opts)
+
+
+def torch_missing() -> str:
+    """'' when torch can be found by this Python (without importing it: that takes seconds)."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError) as e:
+        return str(e)
+    return "" if spec is not None else "No module named 'torch'"
 
 
 def _worker_env(cfg, rank_env, prefix: str) -> dict[str, str]:
