@@ -134,13 +134,10 @@ def every_rank_finished(ctx):
     """
     verdict = ctx.verdict
     errors = [(r, rec["error"]) for r, rec in sorted(ctx.records.items()) if rec.get("error")]
-    # A rank that failed comes first: the others then wait for it, which is not a transport problem.
-    for r, err in errors:
-        rec = ctx.records[r]
-        yield Finding(Severity.ERROR, f"rank {r} (pid {rec.get('pid')}, {rec.get('host')}) failed in phase "
-                                      f"'{err.get('phase')}': {err.get('message')}",
-                      hint=err.get("hint", ""), evidence={"rank": r, **err})
     failed = {r for r, _ in errors}
+    failures = [Finding(Severity.ERROR, f"rank {r} (pid {ctx.records[r].get('pid')}, {ctx.records[r].get('host')}) "
+                                        f"failed in phase '{err.get('phase')}': {err.get('message')}",
+                        hint=err.get("hint", ""), evidence={"rank": r, **err}) for r, err in errors]
     if verdict:
         states = verdict["states"]
         bad = culprits(states)
@@ -160,9 +157,10 @@ def every_rank_finished(ctx):
                           evidence={"signal": verdict.get("signal")})
         for st in states:  # a failure only the watchdog's states carry (the rank sent no record)
             if st.get("error") and st["rank"] not in failed and not st.get("relayed"):
-                yield Finding(Severity.ERROR, f"{_who(st)} failed in phase '{st.get('phase') or '?'}': {st['error']}",
-                              evidence={"rank": st["rank"], "error": st["error"]})
-        failed |= {s["rank"] for s in states if s.get("error")}
+                failures.append(Finding(Severity.ERROR, f"{_who(st)} failed in phase '{st.get('phase') or '?'}': "
+                                                        f"{st['error']}", evidence={"rank": st["rank"], "error": st["error"]}))
+                failed.add(st["rank"])
+        # When a rank failed, the others wait for it: never "a transport problem".
         if not bad and not failed and verdict.get("kind") != "terminated":
             phase = max(states, key=lambda s: s.get("in_phase_s", 0)).get("phase")
             yield Finding(Severity.ERROR,
@@ -175,14 +173,14 @@ def every_rank_finished(ctx):
                                             "ddpdoctor network --master $MASTER_ADDR"),
                                   env={"NCCL_DEBUG": "INFO"}),
                           evidence=verdict)
-        reported = {r for r, _ in errors}  # named above with their own error: not twice
-        for st in sorted((s for s in bad if s["rank"] not in reported),
-                         key=lambda s: (s["rank"] not in failed, s.get("index", -1), s["rank"])):
+        reported = {r for r, _ in errors}  # a rank that reported its own error is named by it, not twice
+        for st in sorted((s for s in bad if s["rank"] not in reported), key=lambda s: (s.get("index", -1), s["rank"])):
             msg, fix = _culprit_line(st)
             extra = f"; ended by ddpdoctor: {st['ended_by_ddpdoctor']}" if st.get("ended_by_ddpdoctor") else ""
             if st.get("relayed"):
                 extra += "; as rank 0 last saw it"
             yield Finding(Severity.ERROR, msg, hint=detected + where + extra, fix=fix, evidence=st)
+    yield from failures
     if verdict or errors:
         return
     if not ctx.records:

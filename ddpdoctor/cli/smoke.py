@@ -104,7 +104,8 @@ def _worker_env(cfg, rank_env, prefix: str) -> dict[str, str]:
 
 def _run_standalone(cfg, n: int):
     from ddpdoctor.smoke.launch import RankEnv, free_port
-    from ddpdoctor.smoke.supervise import Supervisor, WorkerProc
+    from ddpdoctor.smoke.supervise import Supervisor, WorkerProc, become_subreaper
+    become_subreaper()  # a preamble's daemons must not outlive the run
     port = free_port()
     prefix = f"ddpdoctor/r{2 if cfg.fix_round else 1}"
     workers = [WorkerProc(r, _worker_env(cfg, RankEnv("standalone", r, n, r, n, "127.0.0.1", port), prefix))
@@ -146,7 +147,8 @@ def _standalone(cfg, n: int, **opts) -> None:
 
 
 def _run_rank(cfg, rank_env):
-    from ddpdoctor.smoke.supervise import Supervisor, WorkerProc
+    from ddpdoctor.smoke.supervise import Supervisor, WorkerProc, become_subreaper
+    become_subreaper()
     prefix = f"ddpdoctor/{rank_env.run_id or 'job'}/r{2 if cfg.fix_round else 1}"
     w = WorkerProc(rank_env.rank, _worker_env(cfg, rank_env, prefix))
     return Supervisor(cfg, [w], rank_env.world_size, standalone=False).run()
