@@ -106,3 +106,26 @@ def test_config_values_that_overflow_or_cannot_be_hashed_are_usage_errors(tmp_pa
     assert "internal error" not in cp.stderr
     cp = _run(["prolog", "--config", str(cfg)])  # without --strict: logged, never a drain
     assert cp.returncode == 0
+
+
+def test_prolog_json_error_paths_print_a_json_error(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[prolog]\nno_such_key = 1\n")
+    cp = _run(["prolog", "--json", "--config", str(cfg)])
+    assert cp.returncode == 0 and json.loads(cp.stdout)["error"]["kind"] == "usage"
+    cp = _run(["prolog", "--json", "--no-such-option"])
+    assert cp.returncode == 0 and json.loads(cp.stdout)["error"]["kind"] == "usage"
+    cp = _run(["prolog", "--json", "--strict", "--deadline", "nan"])
+    assert cp.returncode == 2 and json.loads(cp.stdout)["exit_code"] == 2
+
+
+@pytest.mark.parametrize("how", ["closed", "broken"])
+def test_listen_with_closed_stdout_still_exits_by_its_verdict(how):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    cp = _run(["network", "--listen", "--port", str(port), "--timeout", "0.5"], stdout=how)
+    assert cp.returncode == 1, cp.stderr  # nobody came
+    assert "internal error" not in cp.stderr and "Traceback" not in cp.stderr

@@ -52,6 +52,13 @@ def _process_age() -> float:
         return 0.0
 
 
+def _json_error(msg: str, code: int, kind: str = "usage") -> None:
+    """--json: a consumer parsing stdout gets a JSON document on error paths too."""
+    from ddpdoctor.cli.common import write_stdout
+    write_stdout(json.dumps({"schema": 1, "command": "prolog", "exit_code": code,
+                             "error": {"kind": kind, "message": msg}}, indent=2) + "\n")
+
+
 def _write_stderr(text: str) -> None:
     try:
         sys.stderr.write(text)
@@ -80,12 +87,16 @@ class _PrologCommand(click.Command):
 
     def parse_args(self, ctx, args):
         strict = "--strict" in args and "--task" not in args
+        json_wanted = "--json" in args and "--task" not in args  # click's parser consumes `args`
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as e:
             msg = e.format_message().replace("\n", " ")
             loud(f"ddpdoctor: error: prolog: {msg} (checks not run; node not failed{'' if strict else ', exit 0'})")
-            sys.exit(EXIT_USAGE if strict else EXIT_HEALTHY)
+            code = EXIT_USAGE if strict else EXIT_HEALTHY
+            if json_wanted:
+                _json_error(msg, code)
+            sys.exit(code)
 
 
 @dataclass
@@ -251,6 +262,8 @@ def prolog(task, config_path, deadline, drain, strict, report_file, select, igno
     except BaseException as e:  # noqa: BLE001 - ddpdoctor's own failure must never drain a node
         loud(f"ddpdoctor: internal error, not a node fault (node not failed{'' if strict else ', exit 0'}): "
              f"{type(e).__name__}: {e}")
+        if json_out:
+            _json_error(f"{type(e).__name__}: {e}", EXIT_CRASH if strict else EXIT_HEALTHY, "crash")
         if report_file:
             write_report(expand_path(report_file, os.environ.get("SLURMD_NODENAME", ""), os.environ.get("SLURM_JOB_ID", "")),
                          {"schema": 1, "command": "prolog", "prolog": {
@@ -290,6 +303,8 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
             validate_seconds(deadline, "--deadline", minimum=0.5, maximum=600)
     except (ConfigError, BadInput) as e:
         loud(f"ddpdoctor: error: {e} (checks not run; node not failed{'' if strict else ', exit 0'})")
+        if json_out:
+            _json_error(str(e), EXIT_USAGE if strict else EXIT_HEALTHY)
         return EXIT_USAGE if strict else EXIT_HEALTHY
     if os.environ.get(CRASH_HOOK) == "prolog":
         raise RuntimeError(f"crash requested by {CRASH_HOOK}=prolog (a test hook)")
