@@ -38,3 +38,18 @@ def test_good_rdzv_endpoints_pass(ep):
 
 def test_good_master_addr_passes():
     assert _run({"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}, "DD801").status is Status.PASS
+
+
+def test_a_superscript_digit_in_master_addr_is_a_finding_not_a_crash():
+    res = _run({"MASTER_ADDR": "1²3.0.0.1"}, "DD801")
+    assert res.status is Status.FAIL
+
+
+def test_a_superscript_digit_in_slurm_job_gpus_is_not_a_crash():
+    from ddpdoctor.checks.slurm import _gpu_for
+
+    class G:
+        index = 2
+        uuid = "GPU-abc"
+    assert _gpu_for("²", [G()]) is None
+    assert _gpu_for("2", [G()]) is not None

@@ -38,7 +38,7 @@ def _did_you_mean_ip(value: str) -> str:
     """`1720.30.23.101` -> `172.30.23.101`: drop one digit from an over-long octet."""
     parts = value.split(".")
     for i, p in enumerate(parts):
-        if p.isdigit() and int(p) > 255:
+        if p.isdecimal() and int(p) > 255:  # isdigit() takes "²", which int() refuses
             for j in range(len(p)):
                 cand = p[:j] + p[j + 1:]
                 if cand and int(cand) <= 255 and not (len(cand) > 1 and cand[0] == "0"):

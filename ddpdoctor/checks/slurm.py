@@ -14,7 +14,7 @@ from ddpdoctor.slurm.config import human_size
 
 def _gpu_for(entry: str, gpus):
     for g in gpus:
-        if (entry.isdigit() and int(entry) == g.index) or (not entry.isdigit() and g.uuid.startswith(entry)):
+        if (entry.isdecimal() and int(entry) == g.index) or (not entry.isdecimal() and g.uuid.startswith(entry)):
             return g
     return None
 

@@ -70,7 +70,7 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     if not launch.representative:
         sys.exit(0)  # another task on this node speaks for it
     if seed is None:
-        digits = "".join(ch for ch in launch.run_id if ch.isdigit())
+        digits = "".join(ch for ch in launch.run_id if ch in "0123456789")  # "²".isdigit(), yet int("²") fails
         seed = int(digits[:9]) if digits else 0
     opts = cl.Options(port=port_n, store_port=store_n, deadline=deadline, probe_timeout=probe_timeout,
                       max_peers=max_peers, seed=seed, config_path=config_path)
