@@ -129,3 +129,10 @@ def test_listen_with_closed_stdout_still_exits_by_its_verdict(how):
     cp = _run(["network", "--listen", "--port", str(port), "--timeout", "0.5"], stdout=how)
     assert cp.returncode == 1, cp.stderr  # nobody came
     assert "internal error" not in cp.stderr and "Traceback" not in cp.stderr
+
+
+@pytest.mark.parametrize("how", ["closed", "broken"])
+def test_smoke_with_closed_stdout_exits_by_its_verdict(how):
+    cp = _run(["smoke", "--nproc", "1", "--quick", "--backend", "gloo"], stdout=how, timeout=180)
+    assert cp.returncode == 0, cp.stderr
+    assert "internal error" not in cp.stderr and "Traceback" not in cp.stderr
