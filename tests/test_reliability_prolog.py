@@ -35,8 +35,26 @@ def test_a_config_path_that_blocks_does_not_hang_the_prolog(tmp_path, task):
     took = time.monotonic() - t0
     assert cp.returncode == 0, cp.stderr   # not a node fault, and a TaskProlog must not fail the task
     assert cp.stdout == ""
-    assert "deadline" in cp.stderr
+    assert "not a regular file" in cp.stderr
     assert took < 15
+
+
+@pytest.mark.parametrize("task", [False, True], ids=["prolog", "task"])
+def test_a_config_read_that_hangs_is_cut_by_the_deadline(task):
+    # a hung NFS mount blocks even a non-blocking open: only the watchdog helps (simulated: load() never returns)
+    args = ["prolog", "--task"] if task else ["prolog", "--deadline", "2"]
+    code = ("import time, ddpdoctor.slurm.config as c\n"
+            "c.load = lambda path=None: time.sleep(120)\n"
+            "from ddpdoctor.cli import main\n"
+            f"main({args!r})\n")
+    t0 = time.monotonic()
+    try:
+        cp = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the prolog hung while reading its configuration")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "" and "deadline" in cp.stderr
+    assert time.monotonic() - t0 < 15
 
 
 def test_report_file_is_never_written_through_a_planted_symlink(tmp_path):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -202,8 +203,13 @@ def load(path: str | None = None) -> SiteConfig:
     explicit = path is not None
     path = path or DEFAULT_PATH
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        # O_NONBLOCK: opening a FIFO would wait for a writer forever; then only a regular file is read
+        # (a hung NFS mount can still block: the prolog's watchdog covers that)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ConfigError(f"{path}: not a regular file")
+            raw = f.read(1 << 20)
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"{path}: no such file") from None
