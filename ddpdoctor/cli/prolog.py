@@ -247,12 +247,13 @@ def prolog(task, config_path, deadline, drain, strict, report_file, select, igno
     """
     if task:
         # A failing TaskProlog fails the task: whatever hangs (the config on a dead mount), exit 0 in time.
-        _Watchdog(max(0.2, TASK_DEADLINE - _process_age()), EXIT_HEALTHY,
+        _Watchdog(max(1.0, TASK_DEADLINE - _process_age()), EXIT_HEALTHY,
                   lambda: loud("ddpdoctor: task prolog overran its deadline; nothing exported"))
         sys.exit(_task(config_path))
     strict_code = EXIT_CRASH if strict else EXIT_HEALTHY
     first = deadline if deadline is not None and math.isfinite(deadline) and 0.5 <= deadline <= 600 else DEFAULT_DEADLINE
-    dog = _Watchdog(max(0.2, first - _process_age()) + 0.5, strict_code,
+    # at least 1 s for the config read itself: a site with a long prolog.deadline and a slow start is not cut short
+    dog = _Watchdog(max(1.0, first - _process_age()) + 0.5, strict_code,
                     lambda: loud(f"ddpdoctor: the prolog overran its deadline of {first:g} s before the checks "
                                  "(reading the configuration or importing); not a node fault"))
     try:
