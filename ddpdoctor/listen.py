@@ -22,6 +22,7 @@ from ddpdoctor.probes.nics import list_nics, nic_with_addr
 
 
 MAX_HANDLERS = 64  # connections answered at once; each waits at most 2 s for its one line
+MAX_WORKERS = 4096  # distinct (name, address) arrivals `listen` records
 
 
 class ListenError(Exception):
@@ -226,7 +227,10 @@ def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
     t0 = time.monotonic()
 
     def record(ev: dict) -> None:
-        w = workers.setdefault((ev["from"], ev["addr"]), Worker(ev["from"], ev["addr"], ev["interface"]))
+        key = (ev["from"], ev["addr"])
+        if key not in workers and len(workers) >= MAX_WORKERS:
+            return  # any peer may claim any name: a flood of names must not grow without bound
+        w = workers.setdefault(key, Worker(ev["from"], ev["addr"], ev["interface"]))
         now = time.monotonic() - t0
         if ev["port"] == "rendezvous" and w.rdzv_at is None:
             w.rdzv_at = now
@@ -245,7 +249,8 @@ def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
             while True:
                 for ev in server.incoming[seen:]:
                     record(ev)
-                seen = len(server.incoming)
+                del server.incoming[:]  # consumed: this server is ours alone, keep no per-connection memory
+                seen = 0
                 if expect is not None and sum(w.complete for w in workers.values()) >= expect:
                     break
                 interrupted = stop() if stop else ""

@@ -176,3 +176,20 @@ def test_firewall_fix_for_an_ipv6_peer_is_ip6tables():
     assert iptables_for("fd00::2") == "ip6tables"
     assert iptables_for("198.18.0.2") == "iptables"
     assert iptables_for("::ffff:198.18.0.2") == "iptables"
+
+
+def test_listen_records_a_bounded_number_of_claimed_names(monkeypatch):
+    monkeypatch.setattr(L, "MAX_WORKERS", 3)
+    port = free_port()
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", L.listen(port, expect=None, timeout=3, reply_host="m")))
+    t.start()
+    for _ in range(50):
+        if sockets.tcp_probe("127.0.0.1", port, timeout=0.2).state == sockets.OPEN:
+            break
+        time.sleep(0.05)
+    for i in range(8):  # one peer claiming eight names
+        assert handshake.hello("127.0.0.1", port, f"fake{i}", timeout=2).is_ddpdoctor
+    t.join(10)
+    r = out["r"]
+    assert len(r.workers) == 3 and all(w.addr == "127.0.0.1" for w in r.workers)
