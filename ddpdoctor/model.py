@@ -6,6 +6,7 @@ renderers can be tested apart. `to_dict` gives the JSON contract (docs/json-sche
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -166,6 +167,8 @@ def _jsonable(value: Any) -> Any:
         return value.value
     if hasattr(value, "__dataclass_fields__"):
         return {k: _jsonable(getattr(value, k)) for k in value.__dataclass_fields__}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # NaN/Infinity are not JSON (render/json.py refuses them)
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)

@@ -13,11 +13,15 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?")
 
 
 def parse_size(text: str) -> int:
-    """`"64M"`, `"64MiB"`, `"1.5g"`, `"4096"` -> bytes; ValueError for anything else."""
+    """`"64M"`, `"64MiB"`, `"1.5g"`, `"4096"` -> bytes; ValueError for anything else, OverflowError
+    past 2**63 (config values and CLI sizes must fit the int64 torch and Slurm use)."""
     m = _SIZE.fullmatch(str(text).strip().lower())
     if not m:
         raise ValueError(f"{text!r} is not a size")
-    return int(float(m.group(1)) * _UNITS[m.group(2)])
+    v = float(m.group(1)) * _UNITS[m.group(2)]
+    if not v < 2 ** 63:  # also inf ("1e999" cannot match, but 400 digits can): int(inf) raises
+        raise OverflowError(f"{text!r} is too large")
+    return int(v)
 
 
 def human_size(n: int | None) -> str:

@@ -67,13 +67,32 @@ def culprits(states: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 def _culprit_line(st: Mapping[str, Any]) -> tuple[str, Fix | None]:
     """What is wrong with one rank that holds the others up, and what to do about it."""
     phase = st.get("phase") or "?"
+    ps = st.get("proc_state")
+    if not st.get("seen") and ps == "stopped":
+        # a process that exists but does not run is not a network problem
+        return (f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')}) is stopped (SIGSTOP/SIGTSTP) before "
+                f"it reached the rendezvous store (waited {st.get('waited_s', 0):g} s)",
+                Fix("resume it or end it; a stopped process holds the whole group",
+                    commands=(f"kill -CONT {st.get('pid')}   # on {st.get('host', '?')}",)))
+    if not st.get("seen") and ps in ("gone", "zombie"):
+        return (f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')}) exited before it reached the "
+                "rendezvous store", Fix("read that rank's log"))
+    if not st.get("seen") and ps == "sleeping":
+        return (f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')}) is alive but sleeping and never "
+                f"reached the rendezvous store (waited {st.get('waited_s', 0):g} s): blocked in its own start-up "
+                "or in connecting to the store",
+                Fix("see where it waits; if it is in connect(), check the network to the store",
+                    commands=(f"py-spy dump --pid {st.get('pid')}   # on {st.get('host', '?')}",
+                              "ddpdoctor network --master $MASTER_ADDR --port $MASTER_PORT")))
     if not st.get("seen"):
         return (f"rank {st['rank']} never connected to the rendezvous store (waited {st.get('waited_s', 0):g} s)",
                 Fix("check that this rank was started and can reach MASTER_ADDR:MASTER_PORT",
                     commands=("ddpdoctor network --master $MASTER_ADDR --port $MASTER_PORT",)))
     if st.get("exit"):
-        hint = " (SIGKILL without an error: often the kernel's OOM killer, see dmesg)" if "SIGKILL" in st["exit"] else ""
-        return (f"{_who(st)} {st['exit']} in phase '{phase}'{hint}",
+        if "SIGKILL" not in st["exit"]:  # an exit code is the rank's own doing: its log says why, not dmesg
+            return (f"{_who(st)} {st['exit']} in phase '{phase}'", Fix("read that rank's log (below)"))
+        return (f"{_who(st)} {st['exit']} in phase '{phase}' (SIGKILL without an error: often the kernel's OOM "
+                "killer, see dmesg)",
                 Fix("read that rank's log; for a SIGKILL look for the OOM killer",
                     commands=(f"ssh {st.get('host', '?')} dmesg -T | grep -i -E 'killed process|out of memory'",)))
     if st.get("proc_state") == "stopped":
@@ -116,6 +135,10 @@ def every_rank_finished(ctx):
     """
     verdict = ctx.verdict
     errors = [(r, rec["error"]) for r, rec in sorted(ctx.records.items()) if rec.get("error")]
+    failed = {r for r, _ in errors}
+    failures = [Finding(Severity.ERROR, f"rank {r} (pid {ctx.records[r].get('pid')}, {ctx.records[r].get('host')}) "
+                                        f"failed in phase '{err.get('phase')}': {err.get('message')}",
+                        hint=err.get("hint", ""), evidence={"rank": r, **err}) for r, err in errors]
     if verdict:
         states = verdict["states"]
         bad = culprits(states)
@@ -133,7 +156,13 @@ def every_rank_finished(ctx):
                           hint="a launcher ending the job after another rank failed, a scheduler time limit, or kill; "
                                "the ranks' phases at that moment are in the table below",
                           evidence={"signal": verdict.get("signal")})
-        if not bad and verdict.get("kind") != "terminated":
+        for st in states:  # a failure only the watchdog's states carry (the rank sent no record)
+            if st.get("error") and st["rank"] not in failed and not st.get("relayed"):
+                failures.append(Finding(Severity.ERROR, f"{_who(st)} failed in phase '{st.get('phase') or '?'}': "
+                                                        f"{st['error']}", evidence={"rank": st["rank"], "error": st["error"]}))
+                failed.add(st["rank"])
+        # When a rank failed, the others wait for it: never "a transport problem".
+        if not bad and not failed and verdict.get("kind") != "terminated":
             phase = max(states, key=lambda s: s.get("in_phase_s", 0)).get("phase")
             yield Finding(Severity.ERROR,
                           f"all {len(states)} ranks are alive and inside the collective of phase '{phase}', "
@@ -145,17 +174,14 @@ def every_rank_finished(ctx):
                                             "ddpdoctor network --master $MASTER_ADDR"),
                                   env={"NCCL_DEBUG": "INFO"}),
                           evidence=verdict)
-        for st in sorted(bad, key=lambda s: (s.get("index", -1), s["rank"])):
+        reported = {r for r, _ in errors}  # a rank that reported its own error is named by it, not twice
+        for st in sorted((s for s in bad if s["rank"] not in reported), key=lambda s: (s.get("index", -1), s["rank"])):
             msg, fix = _culprit_line(st)
             extra = f"; ended by ddpdoctor: {st['ended_by_ddpdoctor']}" if st.get("ended_by_ddpdoctor") else ""
             if st.get("relayed"):
                 extra += "; as rank 0 last saw it"
             yield Finding(Severity.ERROR, msg, hint=detected + where + extra, fix=fix, evidence=st)
-    for r, err in errors:
-        rec = ctx.records[r]
-        yield Finding(Severity.ERROR, f"rank {r} (pid {rec.get('pid')}, {rec.get('host')}) failed in phase "
-                                      f"'{err.get('phase')}': {err.get('message')}",
-                      hint=err.get("hint", ""), evidence={"rank": r, **err})
+    yield from failures
     if verdict or errors:
         return
     if not ctx.records:
@@ -252,17 +278,18 @@ def allreduce_bandwidth(ctx):
     per_rank = {r: rec.get("bandwidth") for r, rec in ctx.records.items() if rec.get("bandwidth")}
     if not per_rank:
         raise Skip("no bandwidth measured" + (" (--quick)" if ctx.cfg.quick else ""))
+    if ctx.world_size < 2:
+        # one rank's all_reduce copies nothing anywhere: its "algbw" is a memory copy (or a no-op),
+        # and busbw is 0 by definition. No number is better than a bogus one.
+        raise Skip("bandwidth needs two or more ranks (with one rank all_reduce moves no data)")
     rows = bw.world_rows(per_rank, ctx.world_size)
-    # with one rank busbw is 0 by definition (nothing crosses a link): rank the sizes by algbw then
-    peak = max(rows, key=lambda row: row["busbw_gbps"] if ctx.world_size > 1 else row["algbw_gbps"])
+    peak = max(rows, key=lambda row: row["busbw_gbps"])
     desc = (f"peak busbw {peak['busbw_gbps']:.2f} GB/s (algbw {peak['algbw_gbps']:.2f} GB/s) at {fmt_bytes(peak['size'])}, "
             f"{ctx.world_size} ranks, {ctx.backend}")
     expect = ctx.cfg.expect_busbw
     if expect is None:
         yield Finding(Severity.INFO, desc, evidence={"rows": rows})
         return
-    if ctx.world_size < 2:
-        raise Skip("busbw is 0 by definition with one rank; --expect-busbw needs two or more")
     if peak["busbw_gbps"] < expect:
         yield Finding(Severity.WARNING, f"{desc}: below the expected {expect:g} GB/s",
                       hint=f"slowest rank at that size: {peak['slowest_rank']}",

@@ -2,19 +2,48 @@
 from __future__ import annotations
 
 import ipaddress
+import shlex
 
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.probes.dns import is_loopback
 from ddpdoctor.registry import Skip, check
+from ddpdoctor.validate import BadInput, validate_host
 
 SLOW_RESOLVER_S = 1.0
+
+
+def _no_answer(label: str, r) -> Finding:
+    """A resolver that did not answer in time is slow or unreachable DNS, not a name that does not
+    resolve: a warning (the prolog counts it as a fault only with prolog.drain_on_timeout = true).
+    Only a real negative answer (gaierror EAI_NONAME...) is an error."""
+    return Finding(Severity.WARNING, f"{label}: {r.error} (slow or unreachable DNS server; cannot tell whether it resolves)",
+                   hint="the job's own lookups would stall the same way; rendezvous may time out",
+                   fix=Fix("list the cluster's names in /etc/hosts or fix the first nameserver",
+                           ("cat /etc/resolv.conf", f"time getent ahosts {shlex.quote(r.name)}")),
+                   evidence={"name": r.name, "error": r.error, "timed_out": True,
+                             "duration_s": round(r.duration_s, 3)})
+
+
+def unresolved(what: str, r) -> str:
+    """Why a dependent check skips: a negative answer and no answer are different things."""
+    return f"{what} got no answer from the resolver in time" if r.timed_out else f"{what} does not resolve"
+
+
+def shell_safe_name(name: str) -> str | None:
+    """`name` when it is a valid host name or address (safe inside a suggested command), else None.
+    gethostname() returns whatever sethostname() was given: never paste that into a shell line."""
+    try:
+        return validate_host(name, allow_ipv6=True)
+    except (BadInput, TypeError):
+        return None
 
 
 def _hosts_line_fix(ctx, summary: str, *, with_env: bool = True) -> Fix:
     """The /etc/hosts line that maps this host's name to the address that reaches the master,
     plus (`with_env`) GLOO_SOCKET_IFNAME for that interface where the variable alone fixes it."""
     addr = ctx.route.src_addr if ctx.route and ctx.route.ok and not is_loopback(ctx.route.src_addr) else None
-    cmds = (f"echo '{addr} {ctx.hostname}' | sudo tee -a /etc/hosts",) if addr else ()
+    name = shell_safe_name(ctx.hostname)
+    cmds = (f"echo '{addr} {name}' | sudo tee -a /etc/hosts",) if addr and name else ()
     env = {}
     if with_env and ctx.route_nic and not ctx.route_nic.is_loopback:
         env = {"GLOO_SOCKET_IFNAME": ctx.route_nic.name}
@@ -43,6 +72,9 @@ def hostname_resolves(ctx):
         yield Finding(Severity.INFO, f"{ctx.hostname} -> {', '.join(r.addrs)} ({r.duration_s * 1000:.0f} ms)",
                       evidence={"hostname": ctx.hostname, "addrs": r.addrs})
         return
+    if r.timed_out:
+        yield _no_answer(f"this host's name {ctx.hostname!r}", r)
+        return
     yield Finding(Severity.ERROR, f"this host's name {ctx.hostname!r} does not resolve: {r.error}",
                   hint="torchrun's c10d agent crashes with socket.gaierror; static rendezvous: Gloo falls back to loopback",
                   fix=_hosts_line_fix(ctx, f"make {ctx.hostname} resolve to the address that reaches the master",
@@ -67,7 +99,7 @@ def hostname_not_loopback(ctx):
     """
     r = ctx.local_res
     if not r.ok:
-        raise Skip("the hostname does not resolve (DD201)")
+        raise Skip(unresolved("the hostname", r) + " (DD201)")
     first = r.addrs[0]
     if not is_loopback(first):
         return
@@ -76,7 +108,9 @@ def hostname_not_loopback(ctx):
         return
     fix = _hosts_line_fix(ctx, f"map {ctx.hostname} to its routable address instead of {first}")
     if ctx.route_nic and not ctx.route_nic.is_loopback:
-        fix = Fix(fix.summary, (f"sudo sed -i 's/^{first}\\s.*{ctx.hostname}.*$/# &/' /etc/hosts", *fix.commands),
+        sed = ((f"sudo sed -i 's/^{first}\\s.*{ctx.hostname}.*$/# &/' /etc/hosts",)
+               if shell_safe_name(ctx.hostname) else ())
+        fix = Fix(fix.summary, (*sed, *fix.commands),
                   {**fix.env, "NCCL_SOCKET_IFNAME": "=" + ctx.route_nic.name})
     yield Finding(Severity.ERROR, f"this host's name {ctx.hostname!r} resolves to loopback {first}",
                   hint="Gloo binds that address and advertises it: the other nodes would connect to themselves",
@@ -100,7 +134,7 @@ def hostname_is_local(ctx):
     """
     r = ctx.local_res
     if not r.ok:
-        raise Skip("the hostname does not resolve (DD201)")
+        raise Skip(unresolved("the hostname", r) + " (DD201)")
     local = [a for a in r.addrs if a in ctx.local_addrs or is_loopback(a)]
     if local:
         return
@@ -127,7 +161,9 @@ def fqdn_resolves(ctx):
     if ctx.fqdn == ctx.hostname:
         return
     r = ctx.fqdn_res
-    if not r.ok:
+    if r.timed_out:
+        yield _no_answer(f"FQDN {ctx.fqdn!r}", r)
+    elif not r.ok:
         yield Finding(Severity.WARNING, f"FQDN {ctx.fqdn!r} of {ctx.hostname!r} does not resolve: {r.error}",
                       fix=Fix("make the FQDN resolve (list it in /etc/hosts or DNS)"), evidence={"fqdn": ctx.fqdn})
 
@@ -160,11 +196,14 @@ def master_resolves(ctx):
     if r.ok:
         yield Finding(Severity.INFO, f"{ctx.master} -> {', '.join(r.addrs)} ({r.duration_s * 1000:.0f} ms)")
         return
+    if r.timed_out:
+        yield _no_answer(f"the master {ctx.master!r}", r)
+        return
     yield Finding(Severity.ERROR, f"the master {ctx.master!r} does not resolve on {ctx.hostname}: {r.error}",
-                  hint="the workers must resolve the rendezvous host; test with: getent ahosts " + ctx.master,
+                  hint="the workers must resolve the rendezvous host; test with: getent ahosts " + shlex.quote(ctx.master),
                   fix=Fix(f"add the master to /etc/hosts on {ctx.hostname} (or DNS); with an IP endpoint, c10d also "
                           "needs --local-addr=<IP> on the master",
-                          (f"echo '<master-ip> {ctx.master}' | sudo tee -a /etc/hosts",)),
+                          (f"echo '<master-ip> {ctx.master}' | sudo tee -a /etc/hosts",) if shell_safe_name(ctx.master) else ()),
                   evidence={"master": ctx.master, "error": r.error})
 
 
@@ -181,7 +220,7 @@ def master_reverse(ctx):
     Add a PTR record or an `/etc/hosts` line for the master.
     """
     if not ctx.master_addr:
-        raise Skip("the master does not resolve (DD205)")
+        raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     rev = ctx.master_reverse
     if rev.names:
         yield Finding(Severity.INFO, f"{rev.addr} -> {', '.join(rev.names)}")
@@ -197,16 +236,17 @@ def resolver_is_fast(ctx):
     ## Why it matters
     Rendezvous resolves names repeatedly; a resolver that times out (an unreachable DNS server
     listed first in `/etc/resolv.conf`) stalls every start by seconds per lookup and can trip
-    rendezvous timeouts.
+    rendezvous timeouts. A slow or silent resolver is a warning, never "does not resolve" (only a
+    real negative answer is): the prolog logs it and does not drain the node unless the site sets
+    `prolog.drain_on_timeout = true`.
 
     ## Fix
     Put the cluster's names into `/etc/hosts`, or fix the first `nameserver` in `/etc/resolv.conf`.
     """
+    ctx.prefetch("local_res", "master_res")  # both lookups at once: two slow ones must fit the deadline
     for label, r in (("this host's name", ctx.local_res), ("the master's name", ctx.master_res)):
         if r.timed_out:
-            yield Finding(Severity.ERROR, f"resolving {label} {r.name!r} {r.error}",
-                          fix=Fix("list the cluster's names in /etc/hosts or fix the first nameserver",
-                                  ("cat /etc/resolv.conf", f"time getent ahosts {r.name}")))
+            yield _no_answer(f"resolving {label} {r.name!r}", r)
         elif r.duration_s > SLOW_RESOLVER_S:
             yield Finding(Severity.WARNING, f"resolving {label} {r.name!r} took {r.duration_s:.1f} s",
                           fix=Fix("list the cluster's names in /etc/hosts or fix the first nameserver",

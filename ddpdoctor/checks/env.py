@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 
 from ddpdoctor.knownvars import KNOWN, WATCHED_PREFIXES
@@ -23,6 +24,13 @@ def _host_problem(value: str) -> str:
         validate_host(value, allow_ipv6=True)
     except BadInput as e:
         return str(e)
+    try:
+        unspecified = ipaddress.ip_address(value).is_unspecified
+    except ValueError:
+        unspecified = False
+    if unspecified:  # a bind-to-all address: Linux connects it to the local host, so every node dials itself
+        return (f"{value!r} is the unspecified (bind-to-all) address, not an address to connect to: "
+                "each node would connect to itself")
     return ""
 
 
@@ -30,7 +38,7 @@ def _did_you_mean_ip(value: str) -> str:
     """`1720.30.23.101` -> `172.30.23.101`: drop one digit from an over-long octet."""
     parts = value.split(".")
     for i, p in enumerate(parts):
-        if p.isdigit() and int(p) > 255:
+        if p.isdecimal() and int(p) > 255:  # isdigit() takes "²", which int() refuses
             for j in range(len(p)):
                 cand = p[:j] + p[j + 1:]
                 if cand and int(cand) <= 255 and not (len(cand) > 1 and cand[0] == "0"):
@@ -147,9 +155,21 @@ def rdzv_endpoint_wellformed(ctx):
     env = ctx.env
     ep = env.get("PET_RDZV_ENDPOINT")
     if ep:
-        host, _, port = ep.rpartition(":") if not ep.startswith("[") else (ep[1:ep.find("]")], ":", ep[ep.find("]") + 2:])
-        if not host:  # no colon: a bare host, the port defaults to 29400
-            host, port = ep, ""
+        if ep.startswith("["):  # [IPv6]:port
+            close = ep.find("]")
+            host, rest = (ep[1:close], ep[close + 1:]) if close > 0 else (ep, "")
+            sep, port = (rest[:1] == ":"), rest[1:]
+        elif ep.count(":") > 1:  # ':::', 'fe80::1:29400': ambiguous without brackets
+            yield Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: an IPv6 address in an endpoint must be in "
+                                          "brackets, [addr]:port",
+                          fix=Fix("write the endpoint as [IPv6]:port, or use the master's host name"))
+            return
+        else:
+            host, colon, port = ep.partition(":")  # no colon: a bare host, the port defaults to 29400
+            sep = bool(colon)
+        if sep and not port:
+            yield Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: the port after ':' is empty",
+                          fix=Fix("use host:port, e.g. node1:29400"))
         prob = _host_problem(host)
         if prob:
             guess = _did_you_mean_ip(host)

@@ -1,6 +1,7 @@
 """DD3xx: which interface Gloo and NCCL will use, and whether it reaches the master."""
 from __future__ import annotations
 
+from ddpdoctor.checks.dns import unresolved
 from ddpdoctor import ifname
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.probes.dns import is_loopback
@@ -132,8 +133,10 @@ def gloo_default_reaches_master(ctx):
     if ctx.env.get("GLOO_SOCKET_IFNAME"):
         raise Skip("GLOO_SOCKET_IFNAME is set (DD302 judges it)")
     if not ctx.master_addr:
-        raise Skip("the master does not resolve (DD205)")
+        raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     r = ctx.local_res
+    if r.timed_out:  # no answer is not "no address": Gloo's choice is unknown until the resolver answers
+        raise Skip(unresolved("the hostname", r) + " (DD201)")
     usable = [a for a in r.addrs if a in ctx.local_addrs or is_loopback(a)]
     addr = usable[0] if usable else "127.0.0.1"
     if is_loopback(addr) and not is_loopback(ctx.master_addr):
@@ -174,7 +177,7 @@ def nccl_default_reaches_master(ctx):
     if ctx.env.get("NCCL_SOCKET_IFNAME") and len(ctx.env["NCCL_SOCKET_IFNAME"]) > 1:
         raise Skip("NCCL_SOCKET_IFNAME is set (DD301 judges it)")
     if not ctx.master_addr:
-        raise Skip("the master does not resolve (DD205)")
+        raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     pick, rule = ifname.nccl_default_choice(ctx.nics, ctx.env)
     route = ctx.route_nic
     ev = {"nccl_interface": pick.name if pick else None, "rule": rule, "route_interface": route.name if route else None}

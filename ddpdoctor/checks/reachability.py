@@ -1,15 +1,21 @@
 """DD1xx: can this host reach the master, on the rendezvous port and on the ports collectives use."""
 from __future__ import annotations
 
+from ddpdoctor.checks.dns import unresolved
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.probes import sockets
 from ddpdoctor.probes.procs import listeners_on
 from ddpdoctor.registry import Skip, check
 
 
+def iptables_for(addr: str) -> str:
+    """The firewall command for rules about `addr`: ip6tables for an IPv6 peer (iptables ignores v6)."""
+    return "ip6tables" if ":" in addr and not addr.startswith("::ffff:") else "iptables"
+
+
 def _need_remote_master(ctx) -> None:
     if not ctx.master_addr:
-        raise Skip("the master does not resolve (DD205)")
+        raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     if ctx.master_is_local:
         raise Skip("this host is the master")
 
@@ -18,7 +24,7 @@ def _firewall_fix(ctx, port_spec: str, what: str) -> Fix:
     src = ctx.route.src_addr if ctx.route and ctx.route.ok else "<worker-subnet>"
     return Fix(
         f"on {ctx.master}, accept TCP {what} from the workers",
-        (f"sudo iptables -I INPUT -p tcp -s {src} --dport {port_spec} -j ACCEPT",
+        (f"sudo {iptables_for(src)} -I INPUT -p tcp -s {src} --dport {port_spec} -j ACCEPT",
          f"sudo firewall-cmd --add-port={port_spec.replace(':', '-')}/tcp   # firewalld",
          f"sudo ufw allow proto tcp from {src} to any port {port_spec}   # ufw"),
     )
@@ -153,7 +159,7 @@ def route_to_master(ctx):
     Add a route or put the nodes on a common subnet (`ip route get <master>` shows the choice).
     """
     if not ctx.master_addr:
-        raise Skip("the master does not resolve (DD205)")
+        raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     r = ctx.route
     if r.ok:
         nic = ctx.route_nic
@@ -185,7 +191,7 @@ def master_port_free(ctx):
     host:PORT` / `MASTER_PORT`).
     """
     if not ctx.master_addr:
-        raise Skip("the master does not resolve (DD205)")
+        raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     if not ctx.master_is_local:
         raise Skip("this host is not the master")
     b = sockets.try_bind(ctx.port)

@@ -14,7 +14,7 @@ from ddpdoctor.units import human_size
 
 def _gpu_for(entry: str, gpus):
     for g in gpus:
-        if (entry.isdigit() and int(entry) == g.index) or (not entry.isdigit() and g.uuid.startswith(entry)):
+        if (entry.isdecimal() and int(entry) == g.index) or (not entry.isdecimal() and g.uuid.startswith(entry)):
             return g
     return None
 
@@ -191,7 +191,15 @@ def names_resolve_everywhere(ctx):
     Make the cluster's names resolve the same on every node: one /etc/hosts everywhere, or DNS.
     """
     pairs = ctx.pairs()
-    for (j, err), srcs in _grouped(ctx, [p for p in pairs if p.kind == "N"],
+    silent = [p for p in pairs if p.kind == "N" and p.probe.get("resolve_timed_out")]
+    for (j, err), srcs in _grouped(ctx, silent, lambda p: p.probe.get("resolve_error", "")).items():
+        # no answer in time is a slow or unreachable DNS server, not a name that does not resolve
+        yield Finding(Severity.WARNING, f"looking up {ctx.names[j]} on {ctx.label(srcs)}: {err} "
+                      "(slow or unreachable DNS server; cannot tell whether it resolves)",
+                      fix=Fix(f"list the cluster's names in /etc/hosts or fix the first nameserver on {ctx.label(srcs)}",
+                              ("cat /etc/resolv.conf", f"time getent ahosts {ctx.names[j]}")),
+                      evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs], "timed_out": True})
+    for (j, err), srcs in _grouped(ctx, [p for p in pairs if p.kind == "N" and not p.probe.get("resolve_timed_out")],
                                   lambda p: p.probe.get("resolve_error", "")).items():
         yield Finding(Severity.ERROR, f"{ctx.names[j]} does not resolve on {ctx.label(srcs)}: {err}",
                       fix=Fix(f"add {ctx.names[j]} to /etc/hosts (or DNS) on {ctx.label(srcs)}",

@@ -7,6 +7,7 @@ configuration error, 3 ddpdoctor itself crashed.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import socket
 import sys
@@ -50,10 +51,24 @@ class LazyGroup(click.Group):
             raise
 
 
-def fail_usage(msg: str) -> None:
-    """One clear line on stderr and exit 2: the contract for bad input."""
+def _json_wanted(args) -> bool:
+    return "--json" in (args or ())
+
+
+def _subcommand(args) -> str:
+    return next((a for a in args or () if not a.startswith("-")), "")
+
+
+def fail_usage(msg: str, *, code: int = EXIT_USAGE, kind: str = "usage") -> None:
+    """One clear line on stderr and exit 2: the contract for bad input. With --json, stdout also
+    gets a JSON error object (a consumer parsing stdout must not get an empty document)."""
+    args = sys.argv[1:]
+    if _json_wanted(args):
+        from ddpdoctor.cli.common import write_stdout
+        write_stdout(json.dumps({"schema": 1, "command": _subcommand(args) or "ddpdoctor", "exit_code": code,
+                                 "error": {"kind": kind, "message": msg}}, indent=2) + "\n")
     click.echo(f"ddpdoctor: error: {msg}", err=True)
-    sys.exit(EXIT_USAGE)
+    sys.exit(code)
 
 
 def default_master() -> str:
@@ -73,16 +88,28 @@ def cli():
 
 
 def main(argv=None) -> None:
+    from ddpdoctor.cli.common import ensure_std_streams, stdout_gone
+
+    ensure_std_streams()
+    args = list(sys.argv[1:] if argv is None else argv)
+    if argv is not None:
+        sys.argv = [sys.argv[0], *args]  # fail_usage reads --json from there
+    if not args:
+        args = ["--help"]  # the normal help, not a one-line "error: Usage: ..."
     try:
-        cli.main(args=argv, prog_name="ddpdoctor", standalone_mode=False)
+        # Not cli.main(): it turns EOFError into "Aborted!" and a broken pipe into exit 1, both wrong here.
+        with cli.make_context("ddpdoctor", args) as ctx:
+            cli.invoke(ctx)
+    except click.exceptions.Exit as e:  # --help, --version
+        sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("ddpdoctor: interrupted", err=True)
         sys.exit(130)
+    except EOFError as e:  # e.g. a truncated compressed file deep in a reader: bad input, not Ctrl-D
+        fail_usage(f"unexpected end of input ({e})")
     except click.ClickException as e:
         # click's usage errors: keep them to one line, exit 2
-        msg = e.format_message().replace("\n", " ")
-        click.echo(f"ddpdoctor: error: {msg}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail_usage(e.format_message().replace("\n", " "))
     except BadInput as e:
         fail_usage(str(e))
     except SystemExit:
@@ -90,12 +117,17 @@ def main(argv=None) -> None:
     except KeyboardInterrupt:
         click.echo("ddpdoctor: interrupted", err=True)
         sys.exit(130)
-    except BrokenPipeError:
+    except BrokenPipeError:  # `| head` went away: not an error of ours
+        stdout_gone()
         sys.exit(EXIT_OK)
     except Exception as e:  # noqa: BLE001 - never a traceback for the user
-        click.echo(f"ddpdoctor: internal error, please report: {type(e).__name__}: {e}", err=True)
         if os.environ.get("DDPDOCTOR_DEBUG"):
             raise
-        sys.exit(EXIT_CRASH)
+        fail_usage(f"internal error, please report: {type(e).__name__}: {e}", code=EXIT_CRASH, kind="crash")
     else:
         sys.exit(EXIT_OK)
+    finally:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            stdout_gone()

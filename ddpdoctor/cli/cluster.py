@@ -15,6 +15,7 @@ import time
 
 import click
 
+from ddpdoctor.cli.common import FINITE
 from ddpdoctor.validate import BadInput, validate_port, validate_seconds
 
 DEFAULT_PORT = 29400
@@ -31,9 +32,9 @@ def _default_port() -> int:
 @click.option("--port", metavar="PORT",
               help=f"Rendezvous port every node listens on and probes. Default: {DEFAULT_PORT} (torchrun: MASTER_PORT+1).")
 @click.option("--store-port", metavar="PORT", help="Port of the TCPStore on the first node (srun). Default: PORT+1.")
-@click.option("--deadline", type=float, default=30.0, show_default=True,
+@click.option("--deadline", type=FINITE, default=30.0, show_default=True,
               help="Seconds until the first node reports; a node that has not reported by then is named missing.")
-@click.option("--probe-timeout", type=float, default=2.0, show_default=True, help="Seconds one lookup or connect may take.")
+@click.option("--probe-timeout", type=FINITE, default=2.0, show_default=True, help="Seconds one lookup or connect may take.")
 @click.option("--max-peers", type=click.IntRange(1, 4096), default=16, show_default=True,
               help="Peers each node probes: all of them up to this many, else ring neighbours, the first node and a sample.")
 @click.option("--seed", type=int, default=None, help="Seed of the peer sample (default: the job id).")
@@ -69,7 +70,7 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     if not launch.representative:
         sys.exit(0)  # another task on this node speaks for it
     if seed is None:
-        digits = "".join(ch for ch in launch.run_id if ch.isdigit())
+        digits = "".join(ch for ch in launch.run_id if ch in "0123456789")  # "²".isdigit(), yet int("²") fails
         seed = int(digits[:9]) if digits else 0
     opts = cl.Options(port=port_n, store_port=store_n, deadline=deadline, probe_timeout=probe_timeout,
                       max_peers=max_peers, seed=seed, config_path=config_path)
@@ -116,13 +117,10 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
 
 
 def _write_lists(out_dir: str, passing: str, failing: str) -> tuple[tuple[str, ...], str]:
+    from ddpdoctor.cli.common import atomic_write
     paths = (os.path.join(out_dir, "passing_nodes"), os.path.join(out_dir, "failing_nodes"))
-    try:
-        for path, value in zip(paths, (passing, failing)):
-            tmp = f"{path}.tmp{os.getpid()}"
-            with open(tmp, "w") as f:
-                f.write(value + "\n" if value else "")
-            os.replace(tmp, path)
-    except OSError as e:
-        return (), f"{out_dir}: {e.strerror or e}"
+    for path, value in zip(paths, (passing, failing)):
+        err = atomic_write(path, value + "\n" if value else "")
+        if err:
+            return (), err
     return paths, ""

@@ -122,13 +122,21 @@ def _explain_log(path: str, json_out: bool) -> None:
     finally:
         if path != "-":
             stream.close()
+    damage = (f"{source}: {ex.damaged}; explained only the first {ex.lines} line(s), read before the damage"
+              if ex.damaged else "")
     if json_out:
-        from ddpdoctor.render import json as rj
-        sys.stdout.write(rj.render(render.to_report(ex)) + "\n")
+        d = render.to_report(ex).to_dict()
+        if damage:
+            d["exit_code"] = 2
+            d["error"] = {"kind": "bad_input", "message": damage}
+        sys.stdout.write(json.dumps(d, indent=2, allow_nan=False) + "\n")
         sys.stdout.flush()
-        return
-    from ddpdoctor.render.text import use_colour
-    _echo(render.render_text(ex, colour=use_colour(sys.stdout)))
+    else:
+        from ddpdoctor.render.text import use_colour
+        _echo(render.render_text(ex, colour=use_colour(sys.stdout)))
+    if damage:  # what was readable is above; the damage is still an input error
+        click.echo(f"ddpdoctor: error: {damage}", err=True)
+        sys.exit(2)
 
 
 def _json(obj) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -11,7 +12,7 @@ import time
 
 import click
 
-from ddpdoctor.cli.common import emit, report_options
+from ddpdoctor.cli.common import FINITE, emit, report_options
 from ddpdoctor.validate import BadInput, validate_host, validate_port, validate_seconds
 
 DEFAULT_PORT = 29400  # torchrun's c10d rendezvous default
@@ -29,8 +30,8 @@ def _default_port() -> int:
 @click.option("--port", metavar="PORT", help=f"Rendezvous port. Default: $MASTER_PORT, else {DEFAULT_PORT}.")
 @click.option("--listen", is_flag=True, help="Run on the master: answer workers' probes on PORT and on an ephemeral port.")
 @click.option("--expect", type=int, metavar="N", help="With --listen: stop once N workers completed both probes.")
-@click.option("--timeout", type=float, default=60.0, show_default=True, help="With --listen: stop after this many seconds.")
-@click.option("--probe-timeout", type=float, default=2.0, show_default=True,
+@click.option("--timeout", type=FINITE, default=60.0, show_default=True, help="With --listen: stop after this many seconds.")
+@click.option("--probe-timeout", type=FINITE, default=2.0, show_default=True,
               help="Seconds one probe (connect, lookup) may take.")
 @report_options
 def network(master, port, listen, expect, timeout, probe_timeout, json_out, select, ignore, fail_on, deadline, verbose):
@@ -60,9 +61,15 @@ def network(master, port, listen, expect, timeout, probe_timeout, json_out, sele
                                extra={"master": master, "port": port_n})
     env = report.fix_env()
     if env and not json_out:
-        lines = ["To apply the environment fixes on this host:"] + [f"  export {k}={v}" for k, v in env.items()]
-        report = dataclasses.replace(report, extra={**report.extra, "text": "\n".join(lines)})
+        report = dataclasses.replace(report, extra={**report.extra, "text": env_footer(env)})
     emit(report, json_out=json_out, verbose=verbose)
+
+
+def env_footer(env) -> str:
+    """Lines to paste: values shell-quoted (an interface may be named `a;b`, which Linux allows)."""
+    lines = ["To apply the environment fixes on this host:"]
+    lines += [f"  export {k}={shlex.quote(v)}" for k, v in env.items()]
+    return "\n".join(lines)
 
 
 def default_master_checked() -> str:
@@ -76,57 +83,76 @@ def default_master_checked() -> str:
 
 
 def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> None:
+    from ddpdoctor.checks.reachability import iptables_for
     from ddpdoctor.peerprobe.server import ListenError, listen
 
+    from ddpdoctor.cli.common import write_stdout
+
+    from ddpdoctor.checks.dns import shell_safe_name
+
     host = socket.gethostname()
+    suggest = shell_safe_name(host) or "<this-host>"  # a hostname goes into a command below
+
+    def _out(text: str = "") -> None:  # a reader that went away must not change the exit code
+        write_stdout(text + "\n")
 
     def on_event(kind, w):
         if json_out:
             return
         what = f"port {port}" if kind == "rendezvous" else "the ephemeral port"
-        click.echo(f"  {w.host} ({w.addr}) reached {what} via {w.interface}", err=False)
+        _out(f"  {w.host} ({w.addr}) reached {what} via {w.interface}")
 
-    # SIGTERM (e.g. from srun or timeout(1)) ends the wait like the timeout does: sockets closed.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    t0 = time.monotonic()
+    # SIGTERM (srun, timeout(1)) and SIGINT end the wait like the timeout does: sockets closed, and
+    # the arrivals so far are still reported (text or JSON).
+    stopped: list[str] = []
+
+    def on_signal(signum, _frame):
+        stopped.append(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
     try:
         if not json_out:
-            click.echo(f"ddpdoctor listening on {host}:{port}"
+            _out(f"ddpdoctor listening on {host}:{port}"
                        + (f", waiting for {expect} worker(s)" if expect else "") + f" for up to {timeout:g} s")
-            sys.stdout.flush()
-        res = listen(port, expect=expect, timeout=timeout, reply_host=host, on_event=on_event)
+        res = listen(port, expect=expect, timeout=timeout, reply_host=host, on_event=on_event,
+                     stop=lambda: stopped[0] if stopped else "")
     except ListenError as e:
         from ddpdoctor.probes.procs import listeners_on
         holders = listeners_on(port)
         who = "; ".join(f"pid {h.pid} ({h.name})" for h in holders if h.pid)
         msg = f"{e}{' by ' + who if who else ''}"
         if json_out:
-            click.echo(json.dumps({"schema": 1, "command": "network-listen", "host": host, "exit_code": 1, "error": msg}))
+            _out(json.dumps({"schema": 1, "command": "network-listen", "host": host, "exit_code": 1, "error": msg}))
         else:
-            click.echo(f"✗ {msg}", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo(f"ddpdoctor: listener stopped after {time.monotonic() - t0:.1f} s", err=True)
+            click.echo(f"✗ {msg}", err=True)  # stderr
         sys.exit(1)
     code = 0 if res.ok else 1
     partial = [w for w in res.workers if not w.complete]
     if json_out:
-        click.echo(json.dumps({
+        _out(json.dumps({
             "schema": 1, "command": "network-listen", "host": host, "exit_code": code,
             "port": res.port, "eport": res.eport, "eport_range": list(res.eport_range), "expect": expect,
-            "timed_out": res.timed_out, "duration_s": round(res.duration_s, 3),
+            "timed_out": res.timed_out, "interrupted": res.interrupted or None, "duration_s": round(res.duration_s, 3),
             "workers": [{"host": w.host, "addr": w.addr, "interface": w.interface,
                          "rendezvous_port": w.rdzv_at is not None, "ephemeral_port": w.eph_at is not None}
                         for w in res.workers]}, indent=2))
         sys.exit(code)
     done = sum(w.complete for w in res.workers)
-    click.echo(f"{done} worker(s) reached both ports" + (f" of {expect} expected" if expect else "")
-               + f" in {res.duration_s:.1f} s" + (" (timed out)" if res.timed_out else ""))
+    _out(f"{done} worker(s) reached both ports" + (f" of {expect} expected" if expect else "")
+               + f" in {res.duration_s:.1f} s" + (" (timed out)" if res.timed_out else "")
+               + (f" (stopped by {res.interrupted})" if res.interrupted else ""))
+    for w in res.workers:  # a name is only what the peer says: the address is what we saw
+        if w.complete:
+            _out(f"✓ {w.host} from {w.addr} via {w.interface}")
     for w in partial:
-        click.echo(f"✗ {w.host} ({w.addr}) reached port {port} but not ephemeral port {res.eport}: "
+        _out(f"✗ {w.host} from {w.addr} reached port {port} but not ephemeral port {res.eport}: "
                    f"a firewall passes the rendezvous port and drops {res.eport_range[0]}-{res.eport_range[1]}")
-        click.echo(f"    fix: sudo iptables -I INPUT -p tcp -s {w.addr} --dport {res.eport_range[0]}:{res.eport_range[1]} -j ACCEPT")
+        _out(f"    fix: sudo {iptables_for(w.addr)} -I INPUT -p tcp -s {w.addr} "
+                   f"--dport {res.eport_range[0]}:{res.eport_range[1]} -j ACCEPT")
     if expect and done < expect and not partial:
-        click.echo(f"✗ {expect - done} worker(s) never arrived: run `ddpdoctor network --master {host} --port {port}` "
+        _out(f"✗ {expect - done} worker(s) never arrived: run `ddpdoctor network --master {suggest} --port {port}` "
                    "on them; its report names what blocks them")
+    elif not expect and not res.workers:
+        _out(f"✗ no worker arrived: run `ddpdoctor network --master {suggest} --port {port}` on them")
     sys.exit(code)

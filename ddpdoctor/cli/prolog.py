@@ -14,6 +14,8 @@ deadline (5 s by default, Python's start-up included) and a watchdog behind it.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 import sys
 import time
@@ -23,25 +25,49 @@ import click
 
 from ddpdoctor.slurm.prolog import (CRASH_HOOK, EXIT_CRASH, EXIT_FAULT, EXIT_HEALTHY, EXIT_USAGE,  # noqa: F401
                                     Watchdog, expand_path, judge, loud, process_age, scontrol_drain, write_report)
+from ddpdoctor.cli.common import FINITE
 from ddpdoctor.validate import BadInput
+
+DEFAULT_DEADLINE = 5.0  # until the configuration is read (it may name another)
+TASK_DEADLINE = 5.0     # prolog --task: Slurm waits for it before the task starts
+
+
+def _json_error(msg: str, code: int, kind: str = "usage") -> None:
+    """--json: a consumer parsing stdout gets a JSON document on error paths too."""
+    from ddpdoctor.cli.common import write_stdout
+    write_stdout(json.dumps({"schema": 1, "command": "prolog", "exit_code": code,
+                             "error": {"kind": kind, "message": msg}}, indent=2) + "\n")
+
+
+def _write_stderr(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+
 
 class _PrologCommand(click.Command):
     """A bad option must not drain the node: click's usage errors exit 0 here unless --strict."""
 
     def parse_args(self, ctx, args):
         strict = "--strict" in args and "--task" not in args
+        json_wanted = "--json" in args and "--task" not in args  # click's parser consumes `args`
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as e:
             msg = e.format_message().replace("\n", " ")
             loud(f"ddpdoctor: error: prolog: {msg} (checks not run; node not failed{'' if strict else ', exit 0'})")
-            sys.exit(EXIT_USAGE if strict else EXIT_HEALTHY)
+            code = EXIT_USAGE if strict else EXIT_HEALTHY
+            if json_wanted:
+                _json_error(msg, code)
+            sys.exit(code)
 
 
 @click.command("prolog", cls=_PrologCommand)
 @click.option("--task", is_flag=True, help="TaskProlog mode: print `export` lines for GLOO/NCCL_SOCKET_IFNAME and nothing else.")
 @click.option("--config", "config_path", metavar="FILE", help="Site configuration (TOML). Default: /etc/ddpdoctor.toml if it exists.")
-@click.option("--deadline", type=float, metavar="SECONDS", help="For everything, Python's start-up included. Default: 5 (prolog.deadline).")
+@click.option("--deadline", type=FINITE, metavar="SECONDS", help="For everything, Python's start-up included. Default: 5 (prolog.deadline).")
 @click.option("--drain", is_flag=True, help="On a node fault, also set the drain reason with scontrol (Slurm's own says 'Prolog error').")
 @click.option("--strict", is_flag=True, help="Exit non-zero (drain) also when ddpdoctor crashes, is misconfigured or overruns.")
 @click.option("--report-file", metavar="PATH", help="Write the JSON report there for audit (%n node name, %j job id).")
@@ -60,14 +86,25 @@ def prolog(task, config_path, deadline, drain, strict, report_file, select, igno
     /etc/ddpdoctor.toml.
     """
     if task:
+        # A failing TaskProlog fails the task: whatever hangs (the config on a dead mount), exit 0 in time.
+        Watchdog(max(1.0, TASK_DEADLINE - process_age()), EXIT_HEALTHY,
+                  lambda: loud("ddpdoctor: task prolog overran its deadline; nothing exported"))
         sys.exit(_task(config_path))
+    strict_code = EXIT_CRASH if strict else EXIT_HEALTHY
+    first = deadline if deadline is not None and math.isfinite(deadline) and 0.5 <= deadline <= 600 else DEFAULT_DEADLINE
+    # at least 1 s for the config read itself: a site with a long prolog.deadline and a slow start is not cut short
+    dog = Watchdog(max(1.0, first - process_age()) + 0.5, strict_code,
+                    lambda: loud(f"ddpdoctor: the prolog overran its deadline of {first:g} s before the checks "
+                                 "(reading the configuration or importing); not a node fault"))
     try:
-        code = _prolog(config_path, deadline, drain, strict, report_file, select, ignore, json_out, verbose)
+        code = _prolog(config_path, deadline, drain, strict, report_file, select, ignore, json_out, verbose, dog)
     except SystemExit:
         raise
     except BaseException as e:  # noqa: BLE001 - ddpdoctor's own failure must never drain a node
         loud(f"ddpdoctor: internal error, not a node fault (node not failed{'' if strict else ', exit 0'}): "
              f"{type(e).__name__}: {e}")
+        if json_out:
+            _json_error(f"{type(e).__name__}: {e}", EXIT_CRASH if strict else EXIT_HEALTHY, "crash")
         if report_file:
             write_report(expand_path(report_file, os.environ.get("SLURMD_NODENAME", ""), os.environ.get("SLURM_JOB_ID", "")),
                          {"schema": 1, "command": "prolog", "prolog": {
@@ -91,13 +128,13 @@ def _task(config_path: str | None) -> int:
             pass
         return 0
     if lines:
-        sys.stdout.write("".join(line + "\n" for line in lines))
-        sys.stdout.flush()
+        from ddpdoctor.cli.common import write_stdout
+        write_stdout("".join(line + "\n" for line in lines))
     return 0
 
 
 def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[str], ignore: Sequence[str],
-            json_out: bool, verbose: bool) -> int:
+            json_out: bool, verbose: bool, dog: Watchdog) -> int:
     from ddpdoctor.slurm.config import ConfigError, load
     from ddpdoctor.validate import validate_seconds
 
@@ -107,6 +144,8 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
             validate_seconds(deadline, "--deadline", minimum=0.5, maximum=600)
     except (ConfigError, BadInput) as e:
         loud(f"ddpdoctor: error: {e} (checks not run; node not failed{'' if strict else ', exit 0'})")
+        if json_out:
+            _json_error(str(e), EXIT_USAGE if strict else EXIT_HEALTHY)
         return EXIT_USAGE if strict else EXIT_HEALTHY
     if os.environ.get(CRASH_HOOK) == "prolog":
         raise RuntimeError(f"crash requested by {CRASH_HOOK}=prolog (a test hook)")
@@ -120,7 +159,7 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
         loud(f"ddpdoctor: the prolog overran its deadline of {deadline or cfg.deadline:g} s outside the checks; "
              "not a node fault")
 
-    dog = Watchdog(max(0.2, budget) + 0.5, EXIT_CRASH if strict else EXIT_HEALTHY, on_deadline)
+    dog.rearm(max(0.2, budget) + 0.5, EXIT_CRASH if strict else EXIT_HEALTHY, on_deadline)
 
     from ddpdoctor import registry, runner
     from ddpdoctor.model import Report
@@ -145,12 +184,15 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
         "process_age_s": round(process_age(), 3)}}
     report = Report("prolog", ctx.hostname, tuple(results), time.monotonic() - t0, extra=extra)
 
-    out = sys.stderr if json_out else sys.stdout
-    for line in verdict.fault_lines:
-        out.write(line + "\n")
-    out.flush()
+    # Output can fail (stdout closed, the pipe gone, a full disk): the verdict is the exit code, whatever.
+    from ddpdoctor.cli.common import write_stdout
+    if verdict.fault_lines:
+        if json_out:
+            _write_stderr("".join(line + "\n" for line in verdict.fault_lines))
+        else:
+            write_stdout("".join(line + "\n" for line in verdict.fault_lines))
     for w in verdict.warnings:
-        sys.stderr.write(f"ddpdoctor: warning: {w}\n")
+        _write_stderr(f"ddpdoctor: warning: {w}\n")
     for t in verdict.timeouts:
         loud(f"ddpdoctor: {t}; not counted as a node fault (prolog.drain_on_timeout = false)")
     for c in verdict.crashes:
@@ -159,11 +201,13 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
         loud(f"ddpdoctor: could not set the drain reason: {drain_error} (Slurm drains the node with 'Prolog error')")
     if verbose:
         from ddpdoctor.render import text
-        text.write(report, sys.stderr, verbose=True)
+        try:
+            text.write(report, sys.stderr, verbose=True)
+        except (OSError, ValueError):
+            pass
     if json_out:
         from ddpdoctor.render import json as rj
-        sys.stdout.write(rj.render(report) + "\n")
-        sys.stdout.flush()
+        write_stdout(rj.render(report) + "\n")
     if report_file:
         err = write_report(expand_path(report_file, node, job), report.to_dict())
         if err:

@@ -13,6 +13,7 @@ import time
 
 import click
 
+from ddpdoctor.cli.common import FINITE
 from ddpdoctor.validate import BadInput, validate_seconds
 
 _LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
@@ -24,12 +25,12 @@ _LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_
               help="Start N local ranks here (standalone). Default without a launcher: 2.")
 @click.option("--backend", type=click.Choice(["auto", "gloo", "nccl"]), default="auto", show_default=True,
               help="auto: NCCL when every rank has a GPU, else Gloo.")
-@click.option("--timeout", type=float, default=30.0, show_default=True,
+@click.option("--timeout", type=FINITE, default=30.0, show_default=True,
               help="Seconds a rank may spend in one phase before it is named as stuck.")
 @click.option("--max-size", default="64M", show_default=True, metavar="SIZE",
               help="Largest message for correctness and bandwidth (e.g. 4K, 1M, 64M).")
 @click.option("--quick", is_flag=True, help="One small size, correctness only.")
-@click.option("--expect-busbw", type=float, metavar="GB/s", help="Warn when the peak all_reduce bus bandwidth is lower.")
+@click.option("--expect-busbw", type=FINITE, metavar="GB/s", help="Warn when the peak all_reduce bus bandwidth is lower.")
 @click.option("--fix", is_flag=True,
               help="When a rank holds memory on another GPU, re-run with set_device/device_id/empty_cache and compare.")
 @click.option("--preamble", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
@@ -53,7 +54,11 @@ def smoke(nproc, backend, timeout, max_size, quick, expect_busbw, fix, preamble,
     computes a wrong result.
     """
     from ddpdoctor.smoke import launch
-    from ddpdoctor.smoke.plan import SmokeConfig, parse_size
+    from ddpdoctor.smoke.plan import TORCH_INSTALL, SmokeConfig, parse_size
+
+    missing = torch_missing()
+    if missing:  # before starting ranks that would all die in their first line
+        raise BadInput(f"torch is not installed for {sys.executable} ({missing}): {TORCH_INSTALL}")
 
     timeout = validate_seconds(timeout, "--timeout", minimum=1, maximum=3600)
     try:
@@ -78,6 +83,16 @@ def smoke(nproc, backend, timeout, max_size, quick, expect_busbw, fix, preamble,
         _under_launcher(cfg, rank_env, **opts)
 
 
+def torch_missing() -> str:
+    """'' when torch can be found by this Python (without importing it: that takes seconds)."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError) as e:
+        return str(e)
+    return "" if spec is not None else "No module named 'torch'"
+
+
 def _worker_env(cfg, rank_env, prefix: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCH_VARS}
     env.update(rank_env.worker_env())
@@ -89,7 +104,8 @@ def _worker_env(cfg, rank_env, prefix: str) -> dict[str, str]:
 
 def _run_standalone(cfg, n: int):
     from ddpdoctor.smoke.launch import RankEnv, free_port
-    from ddpdoctor.smoke.supervise import Supervisor, WorkerProc
+    from ddpdoctor.smoke.supervise import Supervisor, WorkerProc, become_subreaper
+    become_subreaper()  # a preamble's daemons must not outlive the run
     port = free_port()
     prefix = f"ddpdoctor/r{2 if cfg.fix_round else 1}"
     workers = [WorkerProc(r, _worker_env(cfg, RankEnv("standalone", r, n, r, n, "127.0.0.1", port), prefix))
@@ -131,7 +147,8 @@ def _standalone(cfg, n: int, **opts) -> None:
 
 
 def _run_rank(cfg, rank_env):
-    from ddpdoctor.smoke.supervise import Supervisor, WorkerProc
+    from ddpdoctor.smoke.supervise import Supervisor, WorkerProc, become_subreaper
+    become_subreaper()
     prefix = f"ddpdoctor/{rank_env.run_id or 'job'}/r{2 if cfg.fix_round else 1}"
     w = WorkerProc(rank_env.rank, _worker_env(cfg, rank_env, prefix))
     return Supervisor(cfg, [w], rank_env.world_size, standalone=False).run()

@@ -40,6 +40,16 @@ class NetworkFacts:
         self.probe_timeout = probe_timeout
         self._hostname = hostname
 
+    def prefetch(self, *names: str) -> None:
+        """Gather several lazy facts at once (each in a daemon thread); returns when all are in.
+        Two lookups that each wait for a slow resolver then cost one timeout, not two."""
+        import threading
+        threads = [threading.Thread(target=getattr, args=(self, n), name=f"fact-{n}", daemon=True) for n in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
     # --- this host -------------------------------------------------------------------------
     @lazy
     def hostname(self) -> str:

@@ -16,6 +16,7 @@ from typing import BinaryIO
 from ddpdoctor import catalog
 from ddpdoctor.catalog.model import Confirm
 from ddpdoctor.logscan.matcher import Matcher, ScanStats
+from ddpdoctor.logscan.reader import CorruptInput
 from ddpdoctor.logscan.ranker import Collector, Diagnosis, Evidence, diagnose
 
 _MATCHER: Matcher | None = None
@@ -38,6 +39,7 @@ class Explanation:
     first_failure: dict = field(default_factory=dict)   # torchrun's "Root Cause (first observed failure)"
     first_error: Evidence | None = None                 # first exception / torchrun failure line
     confirm: Confirm = field(default_factory=Confirm)   # master/port as the log shows them
+    damaged: str = ""                                   # why the log could not be read to its end
 
 
 def explain_stream(stream: BinaryIO, source: str = "-") -> Explanation:
@@ -45,8 +47,12 @@ def explain_stream(stream: BinaryIO, source: str = "-") -> Explanation:
     m = default_matcher()
     col = Collector()
     stats = ScanStats()
-    for lm in m.scan(stream, stats):
-        col.add(lm)
+    damaged = ""
+    try:
+        for lm in m.scan(stream, stats):
+            col.add(lm)
+    except CorruptInput as e:  # explain what was readable; the caller reports the damage
+        damaged = str(e)
     diagnoses = diagnose(col, catalog.failures())
     first_error = None
     for name in ("exception", "torchrun_failed"):
@@ -56,7 +62,7 @@ def explain_stream(stream: BinaryIO, source: str = "-") -> Explanation:
     return Explanation(
         source=source, diagnoses=diagnoses, lines=stats.lines, bytes=stats.bytes,
         duration_s=time.monotonic() - t0, first_failure=_first_failure(col), first_error=first_error,
-        confirm=_confirm_values(col, diagnoses))
+        confirm=_confirm_values(col, diagnoses), damaged=damaged)
 
 
 def _first_failure(col: Collector) -> dict:

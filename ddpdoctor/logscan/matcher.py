@@ -77,7 +77,7 @@ def split_origin(text: str) -> tuple[str, str | None, int | None]:
             break
         label = m.group("label")
         if label is not None:
-            if label.isdigit():
+            if label.isdecimal():  # not isdigit(): int() refuses "²"
                 rank = int(label) if rank is None else rank  # srun -l task number
             elif _NOT_HOST.search(label) or not any(c.isdigit() or c in "-." for c in label):
                 break  # `RuntimeError: ...`, `INFO: ...`, `main.py: error: ...` are messages, not hosts

@@ -11,6 +11,7 @@ import codecs
 import gzip
 import io
 import re
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
@@ -19,6 +20,15 @@ CHUNK = 4 << 20
 # CSI sequences (colours, cursor moves), OSC sequences (titles, hyperlinks) and two-byte escapes.
 # Never across a newline, so stripping keeps the line count.
 ANSI_RE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+class CorruptInput(ValueError):
+    """The stream cannot be read to its end (a truncated or corrupt .gz): every block before the
+    damage was already yielded; `lines` is how many whole lines that was."""
+
+    def __init__(self, msg: str, lines: int):
+        super().__init__(msg)
+        self.lines = lines
 
 
 @dataclass
@@ -39,12 +49,38 @@ def open_source(path: str, stdin: BinaryIO | None = None) -> BinaryIO:
     return open(path, "rb")
 
 
-def _sniff(stream: BinaryIO) -> BinaryIO:
+class _GzipGuard(io.RawIOBase):
+    """A gzip stream that ends, instead of raising, where the data is truncated or corrupt, and
+    keeps what it could decompress before that (GzipFile.read(n) would drop a whole n bytes).
+    `error` says what stopped it."""
+
+    def __init__(self, gz: gzip.GzipFile):
+        self._gz = gz
+        self.error: BaseException | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.error is not None:
+            return 0
+        try:
+            data = self._gz.read1(min(len(b), 1 << 16))
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            self.error = e
+            return 0
+        b[:len(data)] = data
+        return len(data)
+
+
+def _sniff(stream: BinaryIO, guards: list | None = None) -> BinaryIO:
     """Wrap gzip and UTF-16 streams so the rest only ever sees UTF-8-ish bytes."""
     head = _peek(stream, 4)
     if head[:2] == b"\x1f\x8b":
-        inner = gzip.GzipFile(fileobj=stream)
-        return _sniff(inner)
+        guard = _GzipGuard(gzip.GzipFile(fileobj=stream))
+        if guards is not None:
+            guards.append(guard)
+        return _sniff(io.BufferedReader(guard, CHUNK), guards)
     if head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
         return _Transcoder(stream, "utf-16")
     return stream
@@ -91,7 +127,8 @@ def blocks(stream: BinaryIO, chunk: int = CHUNK) -> Iterator[Block]:
     """Split `stream` into blocks of whole lines; overlong lines come in pieces of about `chunk` bytes."""
     if not hasattr(stream, "peek"):
         stream = io.BufferedReader(stream)  # type: ignore[arg-type]
-    stream = _sniff(stream)
+    guards: list[_GzipGuard] = []
+    stream = _sniff(stream, guards)
     line = 1
     carry = b""
     while True:
@@ -115,6 +152,10 @@ def blocks(stream: BinaryIO, chunk: int = CHUNK) -> Iterator[Block]:
         yield _clean(block)
     if carry:
         yield _clean(Block(carry, line, False))
+    damage = next((g.error for g in guards if g.error is not None), None)
+    if damage is not None:
+        # gzip raises EOFError for a truncated file: not the end of the input, and not Ctrl-D either
+        raise CorruptInput(f"truncated or corrupt gzip data ({damage})", line - 1)
 
 
 def _clean(block: Block) -> Block:

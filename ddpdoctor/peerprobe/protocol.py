@@ -18,6 +18,7 @@ from ddpdoctor.probes import sockets
 PROTO = "DDPDOCTOR/1"
 MAX_LINE = 512
 _TOKEN = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
+_PORT = re.compile(r"^[0-9]{1,5}$")
 
 
 def clean_token(s: str) -> str:
@@ -74,12 +75,18 @@ def _exchange(addr: str, port: int, line: str, timeout: float) -> tuple[str, flo
 def hello(addr: str, port: int, me: str, *, timeout: float = 2.0) -> Hello:
     reply, dt, err = _exchange(addr, port, f"{PROTO} HELLO {clean_token(me)}", timeout)
     parts = reply.split()
-    if len(parts) in (4, 5) and parts[0] == PROTO and parts[1] == "WELCOME" and parts[3].isdigit():
+    # The peer is untrusted: ports must be ASCII digits in 1-65535 (str.isdigit takes '²'; connect()
+    # raises OverflowError, not OSError, for 70000), and a range must hold the port it offers.
+    if (len(parts) in (4, 5) and parts[0] == PROTO and parts[1] == "WELCOME" and _PORT.match(parts[3])
+            and 1 <= int(parts[3]) <= 65535):
+        eport = int(parts[3])
         rng = None
-        m = re.match(r"^(\d+)-(\d+)$", parts[4]) if len(parts) == 5 else None
-        if m:
+        m = re.match(r"^([0-9]{1,5})-([0-9]{1,5})$", parts[4]) if len(parts) == 5 else None
+        if m and 1 <= int(m.group(1)) <= eport <= int(m.group(2)) <= 65535:
             rng = (int(m.group(1)), int(m.group(2)))
-        return Hello(True, clean_token(parts[2]), int(parts[3]), rng, "", dt)
+        return Hello(True, clean_token(parts[2]), eport, rng, "", dt)
+    if len(parts) >= 2 and parts[0] == PROTO and parts[1] == "WELCOME":
+        return Hello(False, "", 0, None, reply[:120], dt, f"malformed WELCOME (bad port): {reply[:60]!r}")
     return Hello(False, "", 0, None, reply[:120], dt, err)
 
 

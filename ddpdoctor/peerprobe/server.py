@@ -21,6 +21,10 @@ from ddpdoctor.facts.network import read_port_range
 from ddpdoctor.probes.nics import list_nics, nic_with_addr
 
 
+MAX_HANDLERS = 64  # connections answered at once; each waits at most 2 s for its one line
+MAX_WORKERS = 4096  # distinct (name, address) arrivals `listen` records
+
+
 class ListenError(Exception):
     """The listener could not start (port taken, no permission); the message says why."""
 
@@ -48,10 +52,12 @@ class ListenResult:
     workers: list[Worker] = field(default_factory=list)
     timed_out: bool = False
 
+    interrupted: str = ""  # the signal that ended the wait ("SIGTERM"), "" otherwise
+
     @property
     def ok(self) -> bool:
-        if self.expect is None:
-            return all(w.complete for w in self.workers)
+        if self.expect is None:  # nobody came is a failure too (docs/network.md: a timeout exits 1)
+            return bool(self.workers) and all(w.complete for w in self.workers)
         return sum(w.complete for w in self.workers) >= self.expect
 
 
@@ -132,7 +138,10 @@ class ProbeServer:
         self.eport = eph.getsockname()[1]
         self._socks[eph] = True
         self._nics = list_nics()
-        self._handlers: list[threading.Thread] = []
+        # Live handlers only (each removes itself): a finished connection keeps no memory, and at
+        # most MAX_HANDLERS run at once; a connection beyond that is closed at once, unanswered.
+        self._handlers: set[threading.Thread] = set()
+        self._slots = threading.BoundedSemaphore(MAX_HANDLERS)
         self._thread = threading.Thread(target=self._loop, name="probe-server", daemon=True)
         self._thread.start()
 
@@ -147,10 +156,25 @@ class ProbeServer:
                     conn, peer = s.accept()
                 except OSError:
                     continue
-                conn.setblocking(True)
-                t = threading.Thread(target=self._handle, args=(conn, _plain(peer[0]), self._socks[s]), daemon=True)
-                t.start()
-                self._handlers.append(t)
+                self._dispatch(conn, _plain(peer[0]), self._socks[s])
+
+    def _dispatch(self, conn: socket.socket, peer: str, ephemeral: bool) -> None:
+        """Answer `conn` in a thread of its own, within the bound; never let the server thread die."""
+        if not self._slots.acquire(blocking=False):
+            conn.close()  # MAX_HANDLERS slow peers already: a flood must not exhaust threads or memory
+            return
+        t = None
+        try:
+            conn.setblocking(True)
+            t = threading.Thread(target=self._handle, args=(conn, peer, ephemeral), daemon=True)
+            with self.changed:
+                self._handlers.add(t)
+            t.start()
+        except (RuntimeError, OSError, MemoryError):  # "can't start new thread": drop this one, keep serving
+            with self.changed:
+                self._handlers.discard(t)
+            self._slots.release()
+            conn.close()
 
     def _handle(self, conn: socket.socket, peer: str, ephemeral: bool) -> None:
         try:
@@ -175,6 +199,9 @@ class ProbeServer:
             pass
         finally:
             conn.close()
+            with self.changed:
+                self._handlers.discard(threading.current_thread())
+            self._slots.release()
 
     def _close_sockets(self) -> None:
         for s in list(self._socks):
@@ -185,19 +212,25 @@ class ProbeServer:
         self._stop.set()
         self._thread.join(1.0)
         self._close_sockets()
-        for t in self._handlers:
+        with self.changed:
+            live = list(self._handlers)
+        for t in live:
             t.join(2.5)  # handlers have a 2 s read timeout
 
 
 def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
            on_event: Callable[[str, Worker], None] = lambda kind, w: None,
-           port_range: tuple[int, int] | None = None) -> ListenResult:
-    """Serve until `expect` workers completed both ports, or `timeout` passed."""
+           port_range: tuple[int, int] | None = None, stop: Callable[[], str] | None = None) -> ListenResult:
+    """Serve until `expect` workers completed both ports, `timeout` passed, or `stop()` names a
+    reason (a signal): the result then still holds every arrival."""
     workers: dict[tuple[str, str], Worker] = {}
     t0 = time.monotonic()
 
     def record(ev: dict) -> None:
-        w = workers.setdefault((ev["from"], ev["addr"]), Worker(ev["from"], ev["addr"], ev["interface"]))
+        key = (ev["from"], ev["addr"])
+        if key not in workers and len(workers) >= MAX_WORKERS:
+            return  # any peer may claim any name: a flood of names must not grow without bound
+        w = workers.setdefault(key, Worker(ev["from"], ev["addr"], ev["interface"]))
         now = time.monotonic() - t0
         if ev["port"] == "rendezvous" and w.rdzv_at is None:
             w.rdzv_at = now
@@ -210,19 +243,25 @@ def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
     server = ProbeServer(port, reply_host, port_range=port_range, on_event=None)
     seen = 0
     timed_out = False
+    interrupted = ""
     try:
         with server.changed:
             while True:
                 for ev in server.incoming[seen:]:
                     record(ev)
-                seen = len(server.incoming)
+                del server.incoming[:]  # consumed: this server is ours alone, keep no per-connection memory
+                seen = 0
                 if expect is not None and sum(w.complete for w in workers.values()) >= expect:
+                    break
+                interrupted = stop() if stop else ""
+                if interrupted:
                     break
                 left = t0 + timeout - time.monotonic()
                 if left <= 0:
                     timed_out = True
                     break
-                server.changed.wait(min(left, 0.5))
+                server.changed.wait(min(left, 0.2))
     finally:
         server.close()
-    return ListenResult(port, server.eport, server.range, expect, time.monotonic() - t0, list(workers.values()), timed_out)
+    return ListenResult(port, server.eport, server.range, expect, time.monotonic() - t0, list(workers.values()),
+                        timed_out, interrupted)

@@ -121,6 +121,6 @@ def visible_gpu(local_rank: int, cuda_visible_devices: str | None, gpus: Sequenc
             return {**none, "how": f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} has no entry {local_rank}"}
         entry, how = parts[local_rank], f"CUDA_VISIBLE_DEVICES={cuda_visible_devices} entry {local_rank}"
     for g in gpus:
-        if (entry.isdigit() and int(entry) == g["index"]) or (not entry.isdigit() and g["uuid"].startswith(entry)):
+        if (entry.isdecimal() and int(entry) == g["index"]) or (not entry.isdecimal() and g["uuid"].startswith(entry)):
             return {"index": g["index"], "uuid": g["uuid"], "how": how}
     return {**none, "how": f"{how}: no such GPU"}

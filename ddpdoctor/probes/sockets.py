@@ -43,6 +43,8 @@ def tcp_probe(addr: str, port: int, *, timeout: float = 2.0) -> TcpProbe:
             errno.ETIMEDOUT: FILTERED,
         }.get(e.errno or 0, ERROR)
         return TcpProbe(addr, port, state, time.monotonic() - t0, e.strerror or str(e))
+    except (OverflowError, ValueError, TypeError) as e:  # a port from a peer out of 0-65535: not a crash
+        return TcpProbe(addr, port, ERROR, time.monotonic() - t0, f"invalid port {port!r}: {e}")
     finally:
         s.close()
 

@@ -7,4 +7,4 @@ from ddpdoctor.model import Report
 
 
 def render(report: Report) -> str:
-    return json.dumps(report.to_dict(), indent=2, sort_keys=False)
+    return json.dumps(report.to_dict(), indent=2, sort_keys=False, allow_nan=False)  # strict JSON: no NaN

@@ -144,7 +144,7 @@ def probe_peer(name: str, *, port: int, eport: int | None, expect: Sequence[str]
     """
     r = dns.resolve(name, timeout=timeout)
     out: dict[str, Any] = {"name": name, "addrs": list(r.addrs), "resolve_error": r.error,
-                           "resolve_ms": round(r.duration_s * 1000, 1)}
+                           "resolve_ms": round(r.duration_s * 1000, 1), "resolve_timed_out": r.timed_out}
     addr = (r.ipv4 or r.addrs or (None,))[0]
     out["addr"] = addr
     if addr is None:

@@ -5,9 +5,11 @@
     ignore = ["DD304"]          # never run these
     warn_only = ["DD303"]       # run and log them, but never fail the node for them
     deadline = 5.0              # seconds for everything, Python start-up included
-    probe_timeout = 1.0         # seconds one name lookup may take
+    probe_timeout = 2.0         # seconds one name lookup may take (above DD207's 1 s "slow" mark:
+                                # a slow answer is a warning, not a timeout)
     drain = false               # on a fault, also set the drain reason with scontrol
-    drain_on_timeout = false    # a check that overruns counts as a node fault
+    drain_on_timeout = false    # a check that overruns, or a resolver that does not answer within
+                                # probe_timeout, counts as a node fault
     report_file = ""            # JSON report for audit; %n = node name, %j = job id
 
     [thresholds]
@@ -27,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -57,6 +60,8 @@ def parse_size(value: Any, what: str, *, allow_unlimited: bool = False) -> int |
             return None
         try:
             return units.parse_size(s)
+        except OverflowError:
+            raise ConfigError(f"{what}: {value!r} is too large") from None
         except ValueError:
             pass
     raise ConfigError(f"{what}: {value!r} is not a size like \"64M\" or \"1GiB\""
@@ -78,7 +83,7 @@ class SiteConfig:
     ignore: tuple[str, ...] = ()
     warn_only: tuple[str, ...] = ()
     deadline: float = 5.0
-    probe_timeout: float = 1.0
+    probe_timeout: float = 2.0
     drain: bool = False
     drain_on_timeout: bool = False
     report_file: str = ""
@@ -165,7 +170,7 @@ def from_mapping(data: Mapping[str, Any], path: str | None = None) -> SiteConfig
         raise ConfigError(f"{where}: unknown key task.{key} (known: variables)")
     if "variables" in task:
         v = task["variables"]
-        if not isinstance(v, list) or not set(v) <= set(TASK_VARIABLES):
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v) or not set(v) <= set(TASK_VARIABLES):
             raise ConfigError(f"{where}: task.variables: want a list drawn from {list(TASK_VARIABLES)}")
         kw["task_variables"] = tuple(v)
     return SiteConfig(**kw)
@@ -188,8 +193,13 @@ def load(path: str | None = None) -> SiteConfig:
     explicit = path is not None
     path = path or DEFAULT_PATH
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        # O_NONBLOCK: opening a FIFO would wait for a writer forever; then only a regular file is read
+        # (a hung NFS mount can still block: the prolog's watchdog covers that)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ConfigError(f"{path}: not a regular file")
+            raw = f.read(1 << 20)
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"{path}: no such file") from None
@@ -203,4 +213,9 @@ def load(path: str | None = None) -> SiteConfig:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except toml.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    return from_mapping(data, path)
+    try:
+        return from_mapping(data, path)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, OverflowError, RecursionError) as e:  # any value we did not foresee
+        raise ConfigError(f"{path}: a value cannot be used: {type(e).__name__}: {e}") from None

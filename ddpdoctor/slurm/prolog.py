@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 
 EXIT_HEALTHY, EXIT_FAULT, EXIT_USAGE, EXIT_CRASH = 0, 1, 2, 3
@@ -70,6 +71,11 @@ class Verdict:
         return r if len(r) <= REASON_MAX else r[:REASON_MAX - 3] + "..."
 
 
+def _no_answer(result) -> bool:
+    """A finding about a probe that got no answer in time (e.g. DD201/DD207: a silent resolver)."""
+    return any(f.evidence.get("timed_out") is True for f in result.findings)
+
+
 def judge(results, config, *, strict: bool) -> tuple[Verdict, list]:
     """What the results mean for Slurm; warn_only failures are demoted to warnings in the results."""
     from ddpdoctor.model import Severity, Status
@@ -82,6 +88,9 @@ def judge(results, config, *, strict: bool) -> tuple[Verdict, list]:
             v.warnings += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.WARNING]
         elif r.status is Status.FAIL:
             v.faults += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.ERROR]
+        elif r.status is Status.WARN and config.drain_on_timeout and _no_answer(r):
+            # the site asked for it: a resolver that does not answer counts like a check that overran
+            v.faults += [f"{r.id} {f.message}" for f in r.findings if f.evidence.get("timed_out")]
         elif r.status is Status.WARN:
             v.warnings += [f"{r.id} {f.message}" for f in r.findings if f.severity >= Severity.WARNING]
         elif r.status is Status.TIMEOUT:
@@ -102,20 +111,13 @@ def expand_path(template: str, node: str, job_id: str) -> str:
 
 
 def write_report(path: str, data: dict) -> str:
-    """Write atomically (readers never see half a report); '' or why it failed."""
-    tmp = f"{path}.tmp{os.getpid()}"
+    """Write atomically and never through a planted symlink (streams.atomic_write); '' or why not."""
+    from ddpdoctor.streams import atomic_write
     try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-        return ""
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return f"{path}: {e.strerror or e}"
+        text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    except ValueError as e:
+        return f"{path}: {e}"
+    return atomic_write(path, text)
 
 
 def scontrol_drain(node: str, reason: str, *, timeout: float = SCONTROL_TIMEOUT) -> str:
@@ -135,18 +137,38 @@ def scontrol_drain(node: str, reason: str, *, timeout: float = SCONTROL_TIMEOUT)
 
 
 class Watchdog:
-    """Ends the process if anything outside the checks (an import, scontrol, a report write) hangs."""
+    """Ends the process if anything outside the checks (reading the config, an import, scontrol, a
+    report write) hangs. Started before the configuration is read (a FIFO or a hung NFS mount at
+    the config path blocks open() forever); `rearm` moves the deadline once the config names it."""
 
     def __init__(self, seconds: float, code: int, on_fire):
         self.done = threading.Event()
+        self._lock = threading.Lock()
         self._code = code
         self._on_fire = on_fire
-        t = threading.Thread(target=self._run, args=(seconds,), name="prolog-watchdog", daemon=True)
+        self._stop = time.monotonic() + seconds
+        t = threading.Thread(target=self._run, name="prolog-watchdog", daemon=True)
         t.start()
 
-    def _run(self, seconds: float) -> None:
-        if not self.done.wait(seconds):
-            try:
-                self._on_fire()
-            finally:
-                os._exit(self._code)
+    def rearm(self, seconds: float, code: int | None = None, on_fire=None) -> None:
+        with self._lock:
+            self._stop = time.monotonic() + seconds
+            if code is not None:
+                self._code = code
+            if on_fire is not None:
+                self._on_fire = on_fire
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                left = self._stop - time.monotonic()
+            if left <= 0:
+                break
+            if self.done.wait(min(left, 0.1)):
+                return
+        with self._lock:
+            code, on_fire = self._code, self._on_fire
+        try:
+            on_fire()
+        finally:
+            os._exit(code)

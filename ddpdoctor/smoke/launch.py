@@ -39,10 +39,10 @@ class RankEnv:
 
 def _int(env: Mapping[str, str], name: str) -> int:
     v = env.get(name, "")
-    try:
-        n = int(v)
-    except ValueError:
-        raise BadInput(f"{name}={v!r} is not an integer") from None
+    # ASCII digits only: int() also takes '٣', ' 3 ' and '1_0', and str.isdigit() takes '²' (which int() refuses)
+    if not re.fullmatch(r"-?[0-9]{1,9}", v):
+        raise BadInput(f"{name}={v!r} is not an integer")
+    n = int(v)
     if n < 0:
         raise BadInput(f"{name}={n} is negative")
     return n
@@ -106,12 +106,13 @@ def detect(env: Mapping[str, str]) -> RankEnv | None:
         # SLURM_STEP_ID tells an srun task from the batch script itself, which has SLURM_PROCID=0 too.
         nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
         addr, port = _master(env, first_host(nodes) if nodes else None, "srun")
-        if not env.get("MASTER_PORT") and env.get("SLURM_JOB_ID", "").isdigit():
+        if not env.get("MASTER_PORT") and re.fullmatch(r"[0-9]{1,12}", env.get("SLURM_JOB_ID", "")):
             port = DEFAULT_PORT + int(env["SLURM_JOB_ID"]) % 1000  # two jobs sharing a node need two ports
         rank, world = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS")
         local = _int(env, "SLURM_LOCALID") if "SLURM_LOCALID" in env else 0
         per_node = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or ""
-        lws = _tasks_on_node(per_node, int(env.get("SLURM_NODEID", "0") or 0)) if per_node else None
+        node_id = _int(env, "SLURM_NODEID") if env.get("SLURM_NODEID") else 0
+        lws = _tasks_on_node(per_node, node_id) if per_node else None
         step = env.get("SLURM_STEP_ID", env.get("SLURM_STEPID", ""))
         out = RankEnv("slurm", rank, world, local, lws or 1, addr, port,
                       run_id=f"{env.get('SLURM_JOB_ID', '')}.{step}")

@@ -14,6 +14,9 @@ from ddpdoctor.units import GiB, KiB, MiB, fmt_bytes  # noqa: F401  (re-exported
 
 DEFAULT_MAX_SIZE = 64 * MiB
 DEFAULT_TIMEOUT = 30.0
+# What to run when torch is missing: pinned (an unpinned `pip install torch` pulls the newest CUDA
+# wheels, gigabytes); the user's cluster may need the version matching its CUDA instead.
+TORCH_INSTALL = "pip install torch==2.13.0 (or the version your job uses)"
 STARTUP_TIMEOUT = 60.0  # importing torch from a cold network filesystem can take this long
 
 START, IMPORT, STORE, BACKEND, PREAMBLE, INIT = "start", "import torch", "store", "backend", "preamble", "init"

@@ -142,7 +142,7 @@ def describe_exit(returncode: int) -> str:
 
 
 def process_state(pid: int | None) -> str | None:
-    """'stopped' / 'zombie' / 'gone' / 'running' for a pid on this host (None if unknown)."""
+    """'stopped' / 'zombie' / 'gone' / 'sleeping' / 'running' for a pid on this host (None if unknown)."""
     if not pid:
         return None
     try:
@@ -151,4 +151,4 @@ def process_state(pid: int | None) -> str | None:
     except Exception:  # noqa: BLE001 - NoSuchProcess, AccessDenied: say what we know
         return "gone"
     return {"stopped": "stopped", "tracing-stop": "stopped", "zombie": "zombie",
-            "dead": "gone"}.get(status, "running")
+            "dead": "gone", "sleeping": "sleeping", "disk-sleep": "sleeping", "idle": "sleeping"}.get(status, "running")

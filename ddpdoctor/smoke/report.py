@@ -51,7 +51,7 @@ def build_report(world: Mapping[str, Any], cfg: SmokeConfig, *, launcher: str, s
         "launcher": launcher, "backend": ctx.backend, "world_size": ctx.world_size, "config": to_dict(cfg),
         "ranks": [ctx.records[r] for r in sorted(ctx.records)],
         "bandwidth": bw.world_rows({r: rec["bandwidth"] for r, rec in ctx.records.items() if rec.get("bandwidth")},
-                                   ctx.world_size),
+                                   ctx.world_size) if ctx.world_size > 1 else [],  # one rank: no bandwidth
         "verdict": ctx.verdict,
         "fix": {"ranks": [ctx.fix_records[r] for r in sorted(ctx.fix_records)]} if fix_world else None,
     }
@@ -81,7 +81,7 @@ def _secs(s: float | None) -> str:
 
 def _rank_busbw(rec: Mapping[str, Any], world_size: int) -> str:
     entries = rec.get("bandwidth") or []
-    if not entries:
+    if not entries or world_size < 2:
         return "-"
     e = max(entries, key=lambda x: x["size"])
     return f"{bw.busbw('all_reduce', e['size'], bw.median(e['times']), world_size):.2f} GB/s"
@@ -117,6 +117,8 @@ def render_text(ctx: SmokeFacts, extra: Mapping[str, Any], logs: Mapping[int, li
             rows.append([fmt_bytes(row["size"]), f"{row['time_s'] * 1e3:.3f} ms", f"{row['algbw_gbps']:.3f} GB/s",
                          f"{row['busbw_gbps']:.3f} GB/s"])
         lines += _table(rows)
+    elif ctx.world_size == 1 and any(rec.get("bandwidth") for rec in ctx.records.values()):
+        lines += ["", "all_reduce bandwidth: needs two or more ranks (with one rank all_reduce moves no data)"]
     if ctx.verdict:
         v = ctx.verdict
         held_up_by = [s["rank"] for s in culprits(v["states"])]
@@ -126,7 +128,8 @@ def render_text(ctx: SmokeFacts, extra: Mapping[str, Any], logs: Mapping[int, li
         for st in v["states"]:
             if not st.get("seen"):
                 what = "not seen by rank 0 yet" if st.get("relayed") else "never connected"
-                rows.append([str(st["rank"]), "?", "?", what, "-", "-", ""])
+                rows.append([str(st["rank"]), str(st.get("host", "?")), str(st.get("pid", "?")), what, "-", "-",
+                             st.get("proc_state") or ""])
                 continue
             state = st.get("exit") or st.get("proc_state") or ""
             if st.get("error"):

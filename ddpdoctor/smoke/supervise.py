@@ -20,17 +20,21 @@ import dataclasses
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from typing import Any
 
 from ddpdoctor.smoke import plan as P
 from ddpdoctor.smoke.channel import FD_VAR, read_messages
 from ddpdoctor.smoke.progress import Tracker, describe_exit, make_verdict, process_state
 
+TOKEN_VAR = "DDPDOCTOR_SMOKE_TOKEN"
+_SUBREAPER = False  # set by become_subreaper() in the `smoke` command's own process
 GRACE_S = 5.0  # beyond a phase's limit, before a rank's own supervisor ends its worker
 FALLBACK_S = 3.0  # standalone: how long rank 0 gets to report what the launcher sees as well
 POLL_S = 0.25  # the loop also wakes at once on a worker's exit or final message (`wake`)
@@ -98,6 +102,11 @@ class Supervisor:
         self.relayed_at = 0.0
         self.signalled: str | None = None
         self.wake = threading.Event()
+        # What the ranks started (a --preamble's helpers) must not outlive the run, even in a session
+        # of its own: found by this token in their environment, as descendants seen while the worker
+        # lived, or as orphans re-parented to us (become_subreaper()).
+        self.token = uuid.uuid4().hex
+        self._spawned: set[tuple[int, float]] = set()
 
     # ------------------------------------------------------------------ messages
     def _on_message(self, w: WorkerProc, msg: dict) -> None:
@@ -130,6 +139,7 @@ class Supervisor:
         r, wfd = os.pipe()
         env = dict(w.env)
         env[FD_VAR] = str(wfd)
+        env[TOKEN_VAR] = self.token
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
         w.log = tempfile.TemporaryFile(prefix=f"ddpdoctor-smoke-rank{w.rank}-")
@@ -153,6 +163,8 @@ class Supervisor:
         if why and w.proc.poll() is None and w.killed is None:
             w.killed = why
             w.proc_state = process_state(w.proc.pid)
+        if w.proc.poll() is None:
+            self._spawned |= _descendants(w.proc.pid)  # before the kill re-parents them
         try:
             os.killpg(w.proc.pid, signal.SIGKILL)  # the whole session: no grandchild survives
         except (ProcessLookupError, PermissionError):
@@ -201,8 +213,38 @@ class Supervisor:
                         w.proc.wait(timeout=5)
                     except subprocess.TimeoutExpired:
                         pass
+            self._kill_leftovers()
             for s, h in old.items():
                 signal.signal(s, h)
+
+    def _kill_leftovers(self) -> None:
+        """SIGKILL what the ranks started and left running (setsid escapes killpg), then reap it."""
+        try:
+            import psutil
+            procs = []
+            for p in psutil.Process().children(recursive=True):
+                try:
+                    if (_SUBREAPER or (p.pid, p.create_time()) in self._spawned
+                            or p.environ().get(TOKEN_VAR) == self.token):
+                        procs.append(p)
+                except (psutil.Error, OSError):
+                    continue
+            for p in procs:
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
+            psutil.wait_procs(procs, timeout=3)
+            # and the ones re-parented to init (no subreaper): only those we saw while their worker lived
+            for pid, ctime in self._spawned:
+                try:
+                    p = psutil.Process(pid)
+                    if p.create_time() == ctime:
+                        p.kill()
+                except (psutil.Error, OSError):
+                    pass
+        except Exception:  # noqa: BLE001 - cleanup must never turn a report into a crash
+            pass
 
     def _loop(self) -> Outcome:
         rank0 = self.workers.get(0)
@@ -274,6 +316,9 @@ class Supervisor:
                 st["exit"] = w.exit  # it died on its own: how
             if w.proc_state and not st.get("proc_state"):
                 st["proc_state"] = w.proc_state
+            if not st.get("seen") and w.proc is not None:  # never reached the store: only we know its pid
+                st.setdefault("pid", w.proc.pid)
+                st.setdefault("host", socket.gethostname())
         return world
 
     def _fallback_world(self, now: float) -> dict:
@@ -293,6 +338,8 @@ class Supervisor:
                 st["proc_state"] = st.get("proc_state") or w.proc_state
                 if w.killed and w.killed != "the run ended":
                     st["ended_by_ddpdoctor"] = w.killed
+            elif st is not None and w.proc is not None:  # never reached the store: its process state says why
+                st.update(proc_state=w.proc_state, pid=w.proc.pid, host=socket.gethostname())
             if not w.finished and w.rank not in late:
                 late.append(w.rank)
         if self.signalled:
@@ -309,6 +356,28 @@ class Supervisor:
         backend = next((w.backend for w in self.workers.values() if w.backend), "")
         return {"round": 2 if self.cfg.fix_round else 1, "backend": backend, "world_size": self.world_size,
                 "records": records, "verdict": verdict, "duration_s": round(now - self.tracker.t0, 3)}
+
+
+def _descendants(pid: int) -> set[tuple[int, float]]:
+    try:
+        import psutil
+        return {(c.pid, c.create_time()) for c in psutil.Process(pid).children(recursive=True)}
+    except Exception:  # noqa: BLE001 - gone already, or no psutil: the token scan remains
+        return set()
+
+
+def become_subreaper() -> None:
+    """Orphans of our ranks re-parent to this process instead of init (Linux PR_SET_CHILD_SUBREAPER),
+    so `_kill_leftovers` still finds a preamble's daemon after its rank exited. Call it only in the
+    `ddpdoctor smoke` process itself, never in a library user's process."""
+    global _SUBREAPER
+    try:
+        import ctypes
+        # As the `smoke` command's own process, every child left after the workers were reaped is
+        # something a rank started (even with a cleared environment): all of them go.
+        _SUBREAPER = ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except Exception:  # noqa: BLE001 - not Linux: descendants seen while the worker lived are still killed
+        pass
 
 
 def hold_slot(cfg: P.SmokeConfig, since: float, is_signalled) -> None:

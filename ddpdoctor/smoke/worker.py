@@ -269,8 +269,14 @@ class Worker:
     def run(self) -> int:
         threading.Thread(target=self._beat_loop, name="beat", daemon=True).start()
         self.enter(P.IMPORT)
-        import torch
-        import torch.distributed as dist
+        try:
+            import torch
+            import torch.distributed as dist
+        except ImportError as e:  # not installed for this Python, or a broken build: say so, not "exited in 'start'"
+            self.record["error"] = {"phase": P.IMPORT, "message": f"torch cannot be imported: {_short(e)}",
+                                    "hint": f"install it for {sys.executable}: {P.TORCH_INSTALL}"}
+            self.chan.send({"t": "record", "record": self.record})
+            return 1
         self.torch, self.dist = torch, dist
         self.record["versions"]["torch"] = torch.__version__
         self.enter(P.STORE)
