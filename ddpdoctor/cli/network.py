@@ -83,6 +83,11 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
     def on_event(kind, w):
         if json_out:
             return
+        if kind == "bulk":
+            b = w.bulk[-1]
+            click.echo(f"  {w.host} ({w.addr}) bulk probe: {b['bytes']} of {b['asked']} bytes arrived "
+                       f"via {b['interface']} (MTU {b['mtu']})", err=False)
+            return
         what = f"port {port}" if kind == "rendezvous" else "the ephemeral port"
         click.echo(f"  {w.host} ({w.addr}) reached {what} via {w.interface}", err=False)
 
@@ -116,7 +121,8 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
             "port": res.port, "eport": res.eport, "eport_range": list(res.eport_range), "expect": expect,
             "timed_out": res.timed_out, "duration_s": round(res.duration_s, 3),
             "workers": [{"host": w.host, "addr": w.addr, "interface": w.interface,
-                         "rendezvous_port": w.rdzv_at is not None, "ephemeral_port": w.eph_at is not None}
+                         "rendezvous_port": w.rdzv_at is not None, "ephemeral_port": w.eph_at is not None,
+                         "bulk": w.bulk}
                         for w in res.workers]}, indent=2))
         sys.exit(code)
     done = sum(w.complete for w in res.workers)
