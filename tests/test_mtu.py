@@ -140,3 +140,24 @@ def test_listener_caps_what_a_stranger_may_ask():
     finally:
         b.close()
     assert pathmtu.serve_bulk(b, ["DDPDOCTOR/1", "BULK", "x", "-1", "1"], ifname="eth0", mtu=1500) is None
+
+
+def test_cluster_names_the_node_whose_mtu_differs_from_the_majority():
+    from test_cluster_view import addr, judge, record, view
+    n = 5
+    recs = {i: record(i, n) for i in range(n)}
+    for i in range(n):
+        recs[i]["addr_mtu"] = {addr(i): 9000, "172.17.0.1": 1500}  # a docker bridge does not count
+    recs[3]["addr_mtu"] = {addr(3): 1500}
+    res = judge(view(recs, n))
+    (f,) = res["DD719"].findings
+    assert res["DD719"].status is Status.WARN
+    assert f.message == "MTU differs across nodes: 9000 on node[1-3,5]; 1500 on node4"
+    assert "node4" in f.hint and "9000" in f.fix.summary
+
+
+def test_cluster_with_one_mtu_passes():
+    from test_cluster_view import judge, record, view
+    n = 3
+    res = judge(view({i: record(i, n) for i in range(n)}, n))
+    assert res["DD719"].status is Status.PASS and res["DD719"].findings[0].message == "MTU 1500 on all 3 nodes"

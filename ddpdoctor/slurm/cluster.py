@@ -224,6 +224,12 @@ def local_addrs() -> list[str]:
     return sorted({a for n in list_nics() if not n.is_loopback for a in n.ipv4 + n.ipv6})
 
 
+def addr_mtus() -> dict[str, int]:
+    """address -> MTU of the interface carrying it (DD719 compares the MTUs nodes reach each other on)."""
+    from ddpdoctor.probes.nics import list_nics
+    return {a: n.mtu for n in list_nics() if not n.is_loopback for a in n.ipv4 + n.ipv6}
+
+
 # ----------------------------------------------------------------------------- the store
 
 class StoreError(Exception):
@@ -305,7 +311,7 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
         cfg = load(opts.config_path)
         store = connect_store(launch, hello_until - time.monotonic())
         t_store = time.monotonic()
-        hello = {"index": launch.index, "node": me, "hostname": host, "addrs": local_addrs(),
+        hello = {"index": launch.index, "node": me, "hostname": host, "addrs": local_addrs(), "addr_mtu": addr_mtus(),
                  "port": opts.port, "port_error": listener.port_error, "eport": listener.eport,
                  "eport_range": list(listener.range)}
         store.set(f"hello/{launch.index}", json.dumps(hello))
