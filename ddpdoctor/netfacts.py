@@ -99,9 +99,36 @@ class NetworkFacts:
 
     @lazy
     def master_addr(self) -> str | None:
-        """The address torch would connect to: the first IPv4 result, else the first one."""
+        """The address torch would connect to first: a literal as given (a scope id kept), the
+        first of c10d's order when the name has IPv6 addresses (DD210), else the first IPv4 one."""
+        if self.master_literal:
+            return self.master
         r = self.master_res
+        if len(r.ipv4) != len(r.addrs) and self.c10d_order.addrs:
+            return self.c10d_order.addrs[0]
         return (r.ipv4 or r.addrs or (None,))[0]
+
+    @lazy
+    def master_literal(self) -> bool:
+        return ":" in self.master or self.master.replace(".", "").isdigit()
+
+    @lazy
+    def c10d_order(self) -> dns.Resolution:
+        """The master's addresses in the order torch's c10d client tries them."""
+        return dns.c10d_order(self.master, timeout=self.probe_timeout)
+
+    @lazy
+    def family_probes(self) -> dict[str, sockets.TcpProbe]:
+        """A TCP probe of the rendezvous port on every address of the master (both families), at once."""
+        addrs = list(dict.fromkeys([*self.c10d_order.addrs, *self.master_res.addrs]))
+        out: dict[str, sockets.TcpProbe] = {}
+        threads = [threading.Thread(target=lambda a=a: out.__setitem__(
+            a, sockets.tcp_probe(a, self.port, timeout=self.probe_timeout)), daemon=True) for a in addrs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(self.probe_timeout + 1.0)
+        return out
 
     @lazy
     def master_reverse(self) -> dns.Reverse | None:

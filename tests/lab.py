@@ -26,7 +26,8 @@ API at a glance (root only; see tests/conftest.py for the ``lab``/``make_lab`` f
     ``lab.kill_all(n)`` (everything in the node except its holder), ``lab.set_hosts(n, {...} | lines)``,
     ``lab.iptables(n, *args)``, ``lab.ip(n, *args)``, ``lab.add_decoy(n, ifname, cidr)``,
     ``lab.mount_tmpfs(n, path, "64M")``, ``lab.set_mtu(n, 9000, switch_port=1500, offloads=False)``,
-    ``lab.switch_port(n)``, ``lab.ip_switch(*args)``, ``lab.close()``;
+    ``lab.switch_port(n)``, ``lab.ip_switch(*args)``, ``lab.enable_ipv6()`` -> ``{n: ULA}``, ``lab.addr6(n)``,
+    ``lab.ip6tables(n, *args)``, ``lab.close()``;
     ``run_torchrun_job(lab, master=, nodes=, port=, rdzv="c10d"|"static", env=, env_per_node=,
     job_timeout=, wall_timeout=, ...)`` -> :class:`JobResult`;  :func:`cleanup_stale`.
 
@@ -841,6 +842,29 @@ class Lab:
     def ip(self, node: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """Run ``ip ARGS`` in ``node``'s network namespace (routes, links, ...)."""
         return self._in_netns(node, self._ip, list(args), check)
+
+    def addr6(self, node: str) -> str:
+        """``node``'s IPv6 address on ``eth0`` once :meth:`enable_ipv6` ran: ULA ``fd64:6470:<slot>::<i>``."""
+        return f"fd64:6470:{self.slot:x}::{self.node(node).index}"
+
+    def enable_ipv6(self, nodes: Sequence[str] | None = None) -> dict[str, str]:
+        """Give each node (default: all) an IPv6 ULA address ``addr6(n)/64`` on ``eth0`` (no DAD: usable
+        at once), next to its IPv4 one; returns ``{node: address}``. /etc/hosts is left alone: map
+        names to them with :meth:`set_hosts` (a list of lines may give a name both an A and an AAAA)."""
+        out = {}
+        for n in nodes or self.names:
+            node = self.node(n)
+            _run_host([self._ip, "netns", "exec", node.ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=0"],
+                      check=False)
+            _run_host([self._ip, "netns", "exec", node.ns, "sysctl", "-q", "-w", "net.ipv6.conf.eth0.disable_ipv6=0"],
+                      check=False)
+            self.ip(n, "addr", "add", f"{self.addr6(n)}/64", "dev", "eth0", "nodad")
+            out[n] = self.addr6(n)
+        return out
+
+    def ip6tables(self, node: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run ``ip6tables -w ARGS`` in ``node``'s network namespace (like :meth:`iptables`)."""
+        return self._in_netns(node, _which("ip6tables"), ["-w", *args], check)
 
     def switch_port(self, node: str) -> str:
         """The name of ``node``'s port (the veth peer of its ``eth0``) in the switch namespace."""

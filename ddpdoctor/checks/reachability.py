@@ -5,6 +5,7 @@ from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.probes import sockets
 from ddpdoctor.probes.procs import listeners_on
 from ddpdoctor.registry import Skip, check
+from ddpdoctor.validate import endpoint_text
 
 
 def _need_remote_master(ctx) -> None:
@@ -82,7 +83,7 @@ def rendezvous_port_open(ctx):
         h = ctx.hello
         who = (f"ddpdoctor on {h.peer_host}" if h and h.is_ddpdoctor
                else "a service that is not ddpdoctor (the job's c10d store, or something else)")
-        yield Finding(Severity.INFO, f"{ctx.master}:{ctx.port} open in {t.latency_s * 1000:.1f} ms, answered by {who}",
+        yield Finding(Severity.INFO, f"{endpoint_text(ctx.master, ctx.port)} open in {t.latency_s * 1000:.1f} ms, answered by {who}",
                       evidence={**ev, "ddpdoctor": bool(h and h.is_ddpdoctor), "banner": h.banner if h else ""})
         return
     hint = f"probe from {ctx.hostname} ({ctx.route.src_addr if ctx.route and ctx.route.ok else '?'})"
@@ -96,7 +97,7 @@ def rendezvous_port_open(ctx):
     else:
         fix = Fix(f"make {ctx.master_addr} routable from {ctx.hostname} (same subnet or a route)",
                   (f"ip route get {ctx.master_addr}",))
-    yield Finding(Severity.ERROR, f"{ctx.master}:{ctx.port} ({ctx.master_addr}): {STATE_TEXT.get(t.state, t.error)}",
+    yield Finding(Severity.ERROR, f"{endpoint_text(ctx.master, ctx.port)} ({ctx.master_addr}): {STATE_TEXT.get(t.state, t.error)}",
                   hint=hint, fix=fix, evidence={**ev, "error": t.error})
 
 
@@ -133,7 +134,7 @@ def ephemeral_ports_open(ctx):
         return
     lo, hi = h.eport_range or (h.eport, h.eport)  # the master's own range, as its listener reported it
     yield Finding(Severity.ERROR,
-                  f"{ctx.master}:{ctx.port} is open but ephemeral port {h.eport} is not ({STATE_TEXT.get(e.state, e.error)})",
+                  f"{endpoint_text(ctx.master, ctx.port)} is open but ephemeral port {h.eport} is not ({STATE_TEXT.get(e.state, e.error)})",
                   hint="rendezvous would succeed and the first Gloo/NCCL collective would hang",
                   fix=_firewall_fix(ctx, f"{lo}:{hi}", f"ports {lo}-{hi} (the ephemeral range)"),
                   evidence={**ev, "error": e.error})

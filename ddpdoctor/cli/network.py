@@ -12,7 +12,7 @@ import time
 import click
 
 from ddpdoctor.cli.common import emit, report_options
-from ddpdoctor.validate import BadInput, validate_host, validate_port, validate_seconds
+from ddpdoctor.validate import BadInput, split_endpoint, validate_host, validate_port, validate_seconds
 
 DEFAULT_PORT = 29400  # torchrun's c10d rendezvous default
 
@@ -25,7 +25,8 @@ def _default_port() -> int:
 
 
 @click.command("network")
-@click.option("--master", metavar="HOST", help="Master / rendezvous host. Default: $MASTER_ADDR, else this host.")
+@click.option("--master", metavar="HOST[:PORT]", help="Master / rendezvous host (a name, IPv4, IPv6 `fd00::1` or "
+              "`[fd00::1]:29400`). Default: $MASTER_ADDR, else this host.")
 @click.option("--port", metavar="PORT", help=f"Rendezvous port. Default: $MASTER_PORT, else {DEFAULT_PORT}.")
 @click.option("--listen", is_flag=True, help="Run on the master: answer workers' probes on PORT and on an ephemeral port.")
 @click.option("--expect", type=int, metavar="N", help="With --listen: stop once N workers completed both probes.")
@@ -48,7 +49,14 @@ def network(master, port, listen, expect, timeout, probe_timeout, json_out, sele
         return
     if expect is not None:
         raise BadInput("--expect only makes sense with --listen")
-    master = validate_host(master) if master is not None else default_master_checked()
+    if master is not None:
+        master, in_master = split_endpoint(master)  # node1, node1:29400, fd00::1, [fd00::1]:29400
+        if in_master is not None:
+            if port is not None and port_n != in_master:
+                raise BadInput(f"--master gives port {in_master} and --port {port_n}: give one")
+            port_n = in_master
+    else:
+        master = default_master_checked()
 
     from ddpdoctor import registry, runner
     from ddpdoctor.netfacts import NetworkFacts
