@@ -42,7 +42,9 @@ def _default_port() -> int:
 @click.option("--config", "config_path", metavar="FILE", help="Site configuration for the node checks (default /etc/ddpdoctor.toml).")
 @click.option("--json", "json_out", is_flag=True, help="The first node prints only the JSON report.")
 @click.option("-v", "--verbose", is_flag=True, help="Informational findings in full.")
-def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir, config_path, json_out, verbose):
+@click.option("--html", "html_path", metavar="FILE", help="The first node also writes the matrix as an HTML heatmap.")
+def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir, config_path, json_out, verbose,
+            html_path=None):
     """Reachability matrix, name resolution and version drift across every node of an allocation.
 
     \b
@@ -100,6 +102,9 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
                     + (f"   (next job: srun --exclude=$(cat {files[1]}) ...)" if failing else ""))
     if file_error:
         text.append(f"could not write the node lists: {file_error}")
+    if html_path and launch.index == 0:
+        err = write_heatmap(html_path, view, failing=view.failing())
+        text.append(f"could not write {html_path}: {err}" if err else f"heatmap: {html_path}")
     slow = sorted(((r.get("timing") or {}).get("total_s", 0), r.get("node", "?")) for r in view.records.values())
     if slow:
         text.append(f"per node: median {slow[len(slow) // 2][0]:.2f} s, slowest {slow[-1][1]} {slow[-1][0]:.2f} s")
@@ -126,3 +131,24 @@ def _write_lists(out_dir: str, passing: str, failing: str) -> tuple[tuple[str, .
     except OSError as e:
         return (), f"{out_dir}: {e.strerror or e}"
     return paths, ""
+
+
+def write_heatmap(path: str, view, *, failing) -> str:
+    """Write `view`'s matrix as an HTML heatmap to `path`; '' or why it could not."""
+    from ddpdoctor.render.heatmap import heatmap_html
+
+    def tip(i, j):
+        p = view.probe(i, j) or {}
+        r = p.get("rdzv") or {}
+        return f"{r.get('state', '')} {r.get('ms', '')} ms".strip() if r else ""
+
+    page = heatmap_html(view.names, view.cell, title=f"ddpdoctor cluster: {view.world} nodes, port {view.port}",
+                        subtitle=f"failing: {view.label(failing) or 'none'}", failing=failing, tooltip=tip)
+    try:
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp, path)
+    except OSError as e:
+        return e.strerror or str(e)
+    return ""
