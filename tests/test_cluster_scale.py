@@ -57,3 +57,49 @@ def test_odd_count_tests_every_node():
     for n in (3, 5, 7, 63):
         covered = {x for p in pairing.round1(n, seed=n) for x in p}
         assert covered == set(range(n))
+
+
+# --- fingerprint diff (DD720) ------------------------------------------------------------------
+
+def _judge_fp(recs, n, reference=None):
+    from ddpdoctor import registry, runner
+    from ddpdoctor.slurm import cluster as cl
+    v = cl.ClusterView(recs, n, port=29400, reference=reference)
+    (r,) = runner.run_checks([registry.get("DD720")], v, deadline=5)
+    return v, r
+
+
+def test_fingerprint_names_the_odd_node_and_each_key_against_the_majority():
+    from test_cluster_view import record
+    n = 7
+    recs = {i: record(i, n) for i in range(n)}
+    recs[4]["versions"] = {**recs[4]["versions"], "driver": "535.104"}
+    recs[4]["env"] = {"LD_LIBRARY_PATH": "/opt/old-nccl/lib"}
+    recs[6]["settings"] = {"NCCL_IB_DISABLE": "1"}
+    v, r = _judge_fp(recs, n)
+    msgs = [f.message for f in r.findings]
+    assert msgs == ["node5 differs from the majority: LD_LIBRARY_PATH=/opt/old-nccl/lib ((unset)), driver=535.104 (550.54)",
+                    "node7 differs from the majority: NCCL_IB_DISABLE=1 ((unset))"]
+    assert [f.severity.name for f in r.findings] == ["ERROR", "WARNING"]
+    assert v.majority_fingerprint()["driver"] == "550.54"
+
+
+def test_fingerprint_against_a_reference_file_compares_only_its_keys(tmp_path):
+    from test_cluster_view import record
+    n = 3
+    recs = {i: record(i, n) for i in range(n)}
+    _, r = _judge_fp(recs, n, reference={"torch": "2.5.1"})
+    assert len(r.findings) == 3 and all("torch=2.13.0 (2.5.1)" in f.message for f in r.findings)
+    _, r = _judge_fp(recs, n, reference={"torch": "2.13.0"})
+    assert r.findings[0].message == "every node matches the reference file"
+
+
+def test_reference_file_errors_are_one_line_exit_2(tmp_path):
+    import subprocess
+    import sys
+    bad = tmp_path / "ref.json"
+    bad.write_text("[1, 2]")
+    for arg in (str(bad), str(tmp_path / "missing.json")):
+        p = subprocess.run([sys.executable, "-m", "ddpdoctor", "cluster", "--reference", arg], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 2 and "--reference" in p.stderr and "Traceback" not in p.stderr, p.stderr

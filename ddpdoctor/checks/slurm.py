@@ -431,3 +431,42 @@ def mtus_agree(ctx):
                           (f"srun -w {ctx.label(odd)} ip -o link show   # see the interfaces' MTU",
                            f"sudo ip link set <if> mtu {majority}   # on {ctx.label(odd)}")),
                   evidence={"mtus": {str(m): [ctx.names[i] for i in idx] for m, idx in groups.items()}})
+
+
+_FP_ERROR_KEYS = ("torch", "nccl", "cuda", "driver")
+
+
+@check("DD720", "every node's fingerprint matches the reference", category="slurm", tags={"cluster"}, timeout=2)
+def fingerprints_match(ctx):
+    """## What it checks
+    Each node's fingerprint (torch, CUDA, NCCL, driver, Python versions; `NCCL_*`/`GLOO_*`
+    settings; key variables such as `TORCH_NCCL_*`, `CUDA_*`, `LD_LIBRARY_PATH`) against a reference:
+    the file given with `cluster --reference FILE` (JSON `{"torch": "2.5.1", "NCCL_IB_HCA": "mlx5"}`;
+    only the keys it names are compared), else the value most nodes have. One line per node that
+    differs, naming each key with its value and the reference's.
+
+    ## Why it matters
+    At hundreds of nodes the question is not "do the versions agree" but "which nodes are not
+    like the others": a node with another driver, a stale container or an extra `LD_LIBRARY_PATH`
+    entry loads another NCCL and hangs or crashes collectives for everyone.
+
+    ## Fix
+    Reimage or fix the nodes named (or exclude them: they are in the failing list when a version
+    differs); save a known-good fingerprint from the JSON report (`cluster.fingerprint`) and pass it
+    with `--reference` next time.
+    """
+    diffs = ctx.fingerprint_diffs()
+    against = "the reference file" if ctx.reference is not None else "the majority"
+    if not any(ctx.finished(i) for i in range(ctx.world)):
+        raise Skip("no node reported")
+    if not diffs:
+        yield Finding(Severity.INFO, f"every node matches {against}")
+        return
+    for i, d in sorted(diffs.items()):
+        parts = ", ".join(f"{k}={have} ({want})" for k, (have, want) in d.items())
+        sev = Severity.ERROR if any(k in _FP_ERROR_KEYS for k in d) else Severity.WARNING
+        yield Finding(sev, f"{ctx.names[i]} differs from {against}: {parts}",
+                      hint="values in parentheses are the reference's",
+                      fix=Fix(f"bring {ctx.names[i]} in line with the others (same image and environment), or exclude it",
+                              (f"srun --exclude={ctx.names[i]} ...",)),
+                      evidence={"node": ctx.names[i], "diff": {k: {"node": h, "reference": w} for k, (h, w) in d.items()}})

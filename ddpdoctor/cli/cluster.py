@@ -9,6 +9,7 @@ nothing unless they cannot take part. torch is imported only for c10d's TCPStore
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -43,8 +44,10 @@ def _default_port() -> int:
 @click.option("--json", "json_out", is_flag=True, help="The first node prints only the JSON report.")
 @click.option("-v", "--verbose", is_flag=True, help="Informational findings in full.")
 @click.option("--html", "html_path", metavar="FILE", help="The first node also writes the matrix as an HTML heatmap.")
+@click.option("--reference", "reference_path", metavar="FILE",
+              help="JSON fingerprint the nodes must match (DD720); default: the majority of the nodes.")
 def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir, config_path, json_out, verbose,
-            html_path=None):
+            html_path=None, reference_path=None):
     """Reachability matrix, name resolution and version drift across every node of an allocation.
 
     \b
@@ -62,6 +65,7 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     store_n = validate_port(store_port) if store_port is not None else ((port_n or _default_port()) % 65535) + 1
     deadline = validate_seconds(deadline, "--deadline", minimum=2, maximum=3600)
     probe_timeout = validate_seconds(probe_timeout, "--probe-timeout", maximum=60)
+    reference = _read_reference(reference_path) if reference_path else None
     launch = cl.detect_launch(os.environ, store_port=store_n)
     if port_n is None:
         # under torchrun the agent's store holds MASTER_PORT on the first node: probe the next port
@@ -89,7 +93,8 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     from ddpdoctor.model import Report
 
     view = cl.ClusterView(run.gathered, launch.world, names=launch.names, port=port_n,
-                          store=f"{launch.store_host}:{store_n}", elapsed_s=time.monotonic() - started)
+                          store=f"{launch.store_host}:{store_n}", elapsed_s=time.monotonic() - started,
+                          reference=reference)
     checks = registry.select("cluster")
     results = runner.run_checks(checks, view, deadline=10)
     passing, failing = view.label(view.passing()), view.label(view.failing())
@@ -112,6 +117,7 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
         "mode": launch.mode, "nodes": view.names, "port": port_n, "store": view.store,
         "missing": [view.names[i] for i in view.missing], "passing": passing, "failing": failing,
         "files": list(files), "max_peers": max_peers, "seed": seed,
+        "fingerprint": view.majority_fingerprint(),
         "matrix": [[view.cell(i, j) for j in range(view.world)] for i in range(view.world)]
         if view.world <= cl.MATRIX_MAX else None,
         "timing": {view.names[i]: (view.records[i].get("timing") or {}) for i in sorted(view.records)},
@@ -152,3 +158,17 @@ def write_heatmap(path: str, view, *, failing) -> str:
     except OSError as e:
         return e.strerror or str(e)
     return ""
+
+
+def _read_reference(path: str) -> dict[str, str]:
+    """A fingerprint file: a JSON object of strings (plain data; nothing in it is executed)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise BadInput(f"--reference {path}: {getattr(e, 'strerror', None) or e}") from None
+    if isinstance(data, dict) and isinstance(data.get("cluster"), dict) and "fingerprint" in data["cluster"]:
+        data = data["cluster"]["fingerprint"]  # a saved `cluster --json` report
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in data.items()):
+        raise BadInput(f"--reference {path}: want a JSON object of key -> version/value strings")
+    return {k: str(v) for k, v in data.items()}

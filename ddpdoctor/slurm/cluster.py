@@ -222,6 +222,15 @@ def settings(env: Mapping[str, str], nccl_conf: Mapping[str, str]) -> dict[str, 
     return dict(sorted(out.items()))
 
 
+KEY_ENV_PREFIXES = ("TORCH_NCCL_", "TORCH_DISTRIBUTED_", "TORCH_GLOO_", "CUDA_")
+KEY_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD", "OMP_NUM_THREADS", "PYTHONPATH")
+
+
+def key_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Variables beyond NCCL_/GLOO_ that change what a rank loads or does (the fingerprint, DD720)."""
+    return dict(sorted((k, v) for k, v in env.items() if k.startswith(KEY_ENV_PREFIXES) or k in KEY_ENV))
+
+
 def local_addrs() -> list[str]:
     from ddpdoctor.probes.nics import list_nics
     return sorted({a for n in list_nics() if not n.is_loopback for a in n.ipv4 + n.ipv6})
@@ -350,6 +359,7 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
         lt.join(max(0.0, end - time.monotonic() - 1))
         record = {**hello,
                   "versions": versions(ctx.gpus), "settings": settings(ctx.raw_env, ctx.nccl_conf),
+                  "env": key_env(ctx.raw_env),
                   "peers": peers, "probes": {str(j): p for j, p in probes.items()},
                   "local": local.get("results", []),
                   "timing": {"listen_s": round(t_listen - started, 3), "store_s": round(t_store - started, 3),
@@ -437,7 +447,8 @@ class ClusterView:
     """Every node's record, judged by the DD71x checks; built on the first node (or from JSON in tests)."""
 
     def __init__(self, records: Mapping[int, dict], world: int, *, names: Sequence[str] = (), port: int = 29400,
-                 store: str = "", elapsed_s: float = 0.0):
+                 store: str = "", elapsed_s: float = 0.0, reference: Mapping[str, str] | None = None):
+        self.reference = dict(reference) if reference else None  # DD720: a fingerprint file, else the majority
         self.records = {int(k): v for k, v in records.items()}
         self.world = world
         self.port = port
@@ -512,6 +523,40 @@ class ClusterView:
                 groups.setdefault(per.get(i, "(unset)"), []).append(i)
             if len(groups) > 1:
                 out[k] = groups
+        return out
+
+    # -- fingerprint (DD720)
+    def fingerprint(self, i: int) -> dict[str, str]:
+        """Versions, NCCL_/GLOO_ settings and key variables of node i, flattened."""
+        r = self.records.get(i) or {}
+        return {**(r.get("versions") or {}), **(r.get("settings") or {}), **(r.get("env") or {})}
+
+    def majority_fingerprint(self) -> dict[str, str]:
+        """Per key, the value most reporting nodes have (unset counts as a value)."""
+        done = [i for i in range(self.world) if self.finished(i)]
+        fps = [self.fingerprint(i) for i in done]
+        keys = sorted({k for fp in fps for k in fp})
+        out = {}
+        for k in keys:
+            (v, _), = Counter(fp.get(k, "(unset)") for fp in fps).most_common(1)
+            if v != "(unset)":
+                out[k] = v
+        return out
+
+    def fingerprint_diffs(self) -> dict[int, dict[str, tuple[str, str]]]:
+        """node -> {key: (its value, the reference's)} for keys that differ from the reference
+        (the file given, else the majority). A reference compares only the keys it names."""
+        ref = self.reference if self.reference is not None else self.majority_fingerprint()
+        out: dict[int, dict[str, tuple[str, str]]] = {}
+        for i in range(self.world):
+            if not self.finished(i):
+                continue
+            fp = self.fingerprint(i)
+            keys = ref.keys() if self.reference is not None else set(ref) | set(fp)
+            d = {k: (fp.get(k, "(unset)"), ref.get(k, "(unset)")) for k in sorted(keys)
+                 if fp.get(k, "(unset)") != ref.get(k, "(unset)")}
+            if d:
+                out[i] = d
         return out
 
     # -- verdict per node
