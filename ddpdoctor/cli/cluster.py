@@ -43,11 +43,14 @@ def _default_port() -> int:
 @click.option("--config", "config_path", metavar="FILE", help="Site configuration for the node checks (default /etc/ddpdoctor.toml).")
 @click.option("--json", "json_out", is_flag=True, help="The first node prints only the JSON report.")
 @click.option("-v", "--verbose", is_flag=True, help="Informational findings in full.")
+@click.option("--strategy", type=click.Choice(["auto", "matrix", "pairs"]), default="auto", show_default=True,
+              help="matrix: every node probes up to --max-peers others; pairs: two pairing rounds name the bad "
+                   "nodes with O(1) tests per node; auto: pairs above 32 nodes.")
 @click.option("--html", "html_path", metavar="FILE", help="The first node also writes the matrix as an HTML heatmap.")
 @click.option("--reference", "reference_path", metavar="FILE",
               help="JSON fingerprint the nodes must match (DD720); default: the majority of the nodes.")
 def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir, config_path, json_out, verbose,
-            html_path=None, reference_path=None):
+            html_path=None, reference_path=None, strategy="auto"):
     """Reachability matrix, name resolution and version drift across every node of an allocation.
 
     \b
@@ -78,7 +81,7 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
         digits = "".join(ch for ch in launch.run_id if ch.isdigit())
         seed = int(digits[:9]) if digits else 0
     opts = cl.Options(port=port_n, store_port=store_n, deadline=deadline, probe_timeout=probe_timeout,
-                      max_peers=max_peers, seed=seed, config_path=config_path)
+                      max_peers=max_peers, seed=seed, config_path=config_path, strategy=strategy)
     run = cl.run_node(launch, opts, started=started)
     if launch.index != 0:
         if run.error:
@@ -100,6 +103,11 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     passing, failing = view.label(view.passing()), view.label(view.failing())
     files, file_error = _write_lists(out_dir, passing, failing)
     text = [view.matrix_text(), ""]
+    if view.pairing:
+        pv = view.pairing
+        text.append(f"pairing: {len(pv['round1'])} pair tests in round 1, {len(pv['round2'])} in round 2; "
+                    f"bad: {view.label(pv['bad']) or 'none'}; slow: {view.label(pv['slow']) or 'none'}"
+                    + (f"; undecided: {view.label(pv['inconclusive'])}" if pv["inconclusive"] else ""))
     text.append(f"passing nodes: {passing or '(none)'}")
     text.append(f"failing nodes: {failing or '(none)'}")
     if files:
@@ -117,7 +125,8 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
         "mode": launch.mode, "nodes": view.names, "port": port_n, "store": view.store,
         "missing": [view.names[i] for i in view.missing], "passing": passing, "failing": failing,
         "files": list(files), "max_peers": max_peers, "seed": seed,
-        "fingerprint": view.majority_fingerprint(),
+        "fingerprint": view.majority_fingerprint(), "strategy": "pairs" if opts.pairs(launch.world) else "matrix",
+        "pairing": view.pairing,
         "matrix": [[view.cell(i, j) for j in range(view.world)] for i in range(view.world)]
         if view.world <= cl.MATRIX_MAX else None,
         "timing": {view.names[i]: (view.records[i].get("timing") or {}) for i in sorted(view.records)},
