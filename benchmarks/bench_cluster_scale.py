@@ -6,8 +6,9 @@ slurmd, so the lab stays light at 64 nodes). For each N and strategy it prints:
 
 * probes/node   peers each node probes (matrix: N-1; pairs: its round-1 partner(s) + round 2);
 * probe s       median / max of the per-node probe phase (the cost that must stay flat);
-* store keys    keys written to the first node's TCPStore, and the bytes of all records (the
-                first node reads them all: its load grows with N x record size);
+* store keys    keys the protocol writes to the first node's TCPStore (hello + result per node,
+                round 2's plan and results), counted from the run's plan, not read back from the
+                store; the first node reads every record, so its load grows with N x record size;
 * wall s        the whole run, start to the first node's report; on one 2-core machine this grows
                 with N mostly because every node imports torch (~1.6 s CPU each) on the same cores.
 
