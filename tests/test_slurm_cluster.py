@@ -90,7 +90,9 @@ def test_pairing_strategy_names_the_bad_node_in_two_rounds(make_slurm):
     lab, slurm = make_slurm(6)
     for src in ("node1", "node2", "node4", "node5", "node6"):
         drop(lab, "node3", src, PORT)  # node3's firewall drops everyone on the rendezvous port
-    r, rep, lists, took = cluster(slurm, 6, "--strategy", "pairs", deadline=24)
+    page = slurm.dir / "matrix.html"
+    r, rep, lists, took = cluster(slurm, 6, "--strategy", "pairs", "--html", str(page), deadline=24)
+    assert "failing: node3" in page.read_text()  # the heatmap written by the first node
     pv = rep["cluster"]["pairing"]
     assert rep["cluster"]["strategy"] == "pairs"
     assert pv["bad"] == [2] and pv["rounds"] == 2 and pv["inconclusive"] == [], pv
