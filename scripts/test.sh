@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for tool in iptables:iptables ping:iputils-ping ip:iproute2 slurmctld:slurmctld slurmd:slurmd srun:slurm-client munge:munge nsenter:util-linux; do
+for tool in iptables:iptables ping:iputils-ping ip:iproute2 slurmctld:slurmctld slurmd:slurmd srun:slurm-client munge:munge nsenter:util-linux ethtool:ethtool chromium:chromium; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool#*:}")
 done
 if [ ${#need_apt[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

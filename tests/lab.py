@@ -25,7 +25,9 @@ API at a glance (root only; see tests/conftest.py for the ``lab``/``make_lab`` f
     ``lab.run(n, argv, timeout=..)``, ``lab.popen(n, argv, **popen_kw)``, ``lab.kill(popen)``,
     ``lab.kill_all(n)`` (everything in the node except its holder), ``lab.set_hosts(n, {...} | lines)``,
     ``lab.iptables(n, *args)``, ``lab.ip(n, *args)``, ``lab.add_decoy(n, ifname, cidr)``,
-    ``lab.mount_tmpfs(n, path, "64M")``, ``lab.close()``;
+    ``lab.mount_tmpfs(n, path, "64M")``, ``lab.set_mtu(n, 9000, switch_port=1500, offloads=False)``,
+    ``lab.switch_port(n)``, ``lab.ip_switch(*args)``, ``lab.enable_ipv6()`` -> ``{n: ULA}``, ``lab.addr6(n)``,
+    ``lab.ip6tables(n, *args)``, ``lab.close()``;
     ``run_torchrun_job(lab, master=, nodes=, port=, rdzv="c10d"|"static", env=, env_per_node=,
     job_timeout=, wall_timeout=, ...)`` -> :class:`JobResult`;  :func:`cleanup_stale`.
 
@@ -840,6 +842,57 @@ class Lab:
     def ip(self, node: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """Run ``ip ARGS`` in ``node``'s network namespace (routes, links, ...)."""
         return self._in_netns(node, self._ip, list(args), check)
+
+    def addr6(self, node: str) -> str:
+        """``node``'s IPv6 address on ``eth0`` once :meth:`enable_ipv6` ran: ULA ``fd64:6470:<slot>::<i>``."""
+        return f"fd64:6470:{self.slot:x}::{self.node(node).index}"
+
+    def enable_ipv6(self, nodes: Sequence[str] | None = None) -> dict[str, str]:
+        """Give each node (default: all) an IPv6 ULA address ``addr6(n)/64`` on ``eth0`` (no DAD: usable
+        at once), next to its IPv4 one; returns ``{node: address}``. /etc/hosts is left alone: map
+        names to them with :meth:`set_hosts` (a list of lines may give a name both an A and an AAAA)."""
+        out = {}
+        for n in nodes or self.names:
+            node = self.node(n)
+            _run_host([self._ip, "netns", "exec", node.ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=0"],
+                      check=False)
+            _run_host([self._ip, "netns", "exec", node.ns, "sysctl", "-q", "-w", "net.ipv6.conf.eth0.disable_ipv6=0"],
+                      check=False)
+            self.ip(n, "addr", "add", f"{self.addr6(n)}/64", "dev", "eth0", "nodad")
+            out[n] = self.addr6(n)
+        return out
+
+    def ip6tables(self, node: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run ``ip6tables -w ARGS`` in ``node``'s network namespace (like :meth:`iptables`)."""
+        return self._in_netns(node, _which("ip6tables"), ["-w", *args], check)
+
+    def switch_port(self, node: str) -> str:
+        """The name of ``node``'s port (the veth peer of its ``eth0``) in the switch namespace."""
+        return f"{PREFIX}{self.id}v{self.node(node).index}"
+
+    def ip_switch(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run ``ip ARGS`` in the switch namespace (e.g. a port's MTU)."""
+        self._check_open()
+        r = _run_host([self._ip, "-n", self.switch_ns, *map(str, args)], check=False)
+        if check and r.returncode != 0:
+            raise LabError(f"ip {' '.join(map(str, args))} in the switch failed: {r.stderr.strip()}")
+        return r
+
+    def set_mtu(self, node: str, mtu: int, *, switch_port: int | None = None, offloads: bool = True) -> None:
+        """Set ``node``'s ``eth0`` MTU (and its switch port's, when given). ``offloads=False`` turns
+        TSO/GSO/GRO off on both ends with ethtool, so the kernel sends and receives real frames of
+        that size instead of hiding them in large offloaded buffers."""
+        self.ip(node, "link", "set", "eth0", "mtu", str(mtu))
+        if switch_port is not None:
+            self.ip_switch("link", "set", self.switch_port(node), "mtu", str(switch_port))
+        if not offloads:
+            ethtool = _which("ethtool")
+            feats = ["tso", "off", "gso", "off", "gro", "off"]
+            self._in_netns(node, ethtool, ["-K", "eth0", *feats], True)
+            r = _run_host([self._ip, "netns", "exec", self.switch_ns, ethtool, "-K", self.switch_port(node), *feats],
+                          check=False)
+            if r.returncode != 0:
+                raise LabError(f"ethtool -K in the switch failed: {r.stderr.strip()}")
 
     def add_decoy(self, node: str, ifname: str, cidr: str) -> None:
         """Add a decoy NIC to ``node``: a port-less bridge link named ``ifname`` with

@@ -18,8 +18,11 @@ def run(*args, env=None, timeout=30):
     ["network", "--master", "a;touch /tmp/ddpdoctor-pwned"],
     ["network", "--master", "$(reboot)"],
     ["network", "--master", ""],
-    ["network", "--master", "::1"],
-    ["network", "--master", "[fe80::1]"],
+    ["network", "--master", "fd00::1::2"],
+    ["network", "--master", "[fe80::1]"],          # link-local without a scope id
+    ["network", "--master", "fe80::1%a;b"],
+    ["network", "--master", "[fd00::1]:29400", "--port", "29500"],
+    ["network", "--master", "[node1]:29400"],
     ["network", "--master", "node1", "--port", "0"],
     ["network", "--master", "node1", "--port", "70000"],
     ["network", "--master", "node1", "--port", "29x"],

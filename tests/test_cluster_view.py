@@ -34,6 +34,7 @@ def record(i: int, n: int, overrides=None, *, versions=None, settings=None, loca
     overrides = overrides or {}
     probes = {str(j): overrides.get(j, probe(j)) for j in range(n) if j != i}
     return {"index": i, "node": f"node{i + 1}", "hostname": f"node{i + 1}", "addrs": [addr(i)], "port": PORT,
+            "addr_mtu": {addr(i): 1500},
             "port_error": "", "eport": 40000, "eport_range": [32768, 60999],
             "versions": versions or {"torch": "2.13.0", "nccl": "2.21.5", "python": "3.11.7", "driver": "550.54"},
             "settings": settings or {}, "peers": [j for j in range(n) if j != i], "probes": probes,

@@ -24,6 +24,7 @@ KNOWN_DEBT = {
     ("ddpdoctor.checks.nic", "ddpdoctor.probes.nics"): "nic_with_addr: a pure lookup living in probes/",
     ("ddpdoctor.checks.nic", "ddpdoctor.probes.dns"): "is_loopback: a pure predicate living in probes/",
     ("ddpdoctor.checks.dns", "ddpdoctor.probes.dns"): "is_loopback: a pure predicate living in probes/",
+    ("ddpdoctor.checks.dns", "ddpdoctor.probes.sockets"): "DD210 compares port states by the probe's constants",
 }
 # The modules the torch worker runs in every rank: they import no check (judgement runs in the supervisor).
 WORKER_MODULES = ("ddpdoctor.smoke.worker",)

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ddpdoctor import registry, runner
-from ddpdoctor.cli.prolog import judge as prolog_judge
+from ddpdoctor.slurm.prolog import judge as prolog_judge
 from ddpdoctor.model import Status
 from ddpdoctor.probes.dns import Resolution
 from ddpdoctor.slurm import cluster as cl

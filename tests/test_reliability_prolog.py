@@ -58,7 +58,7 @@ def test_a_config_read_that_hangs_is_cut_by_the_deadline(task):
 
 
 def test_report_file_is_never_written_through_a_planted_symlink(tmp_path):
-    from ddpdoctor.cli.prolog import write_report
+    from ddpdoctor.slurm.prolog import write_report
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     target = tmp_path / "report.json"

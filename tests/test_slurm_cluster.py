@@ -84,3 +84,17 @@ def test_four_nodes_name_the_broken_pair_and_the_node_that_never_reports(make_sl
     assert rep["cluster"]["matrix"][1][2] == "R" and rep["cluster"]["matrix"][3] == ["?", "?", "?", "-"]
     assert lists == {"passing_nodes": "node[1-2]", "failing_nodes": "node[3-4]"}
     assert took < deadline + 12  # named within the deadline (plus start-up and teardown)
+
+
+def test_pairing_strategy_names_the_bad_node_in_two_rounds(make_slurm):
+    lab, slurm = make_slurm(6)
+    for src in ("node1", "node2", "node4", "node5", "node6"):
+        drop(lab, "node3", src, PORT)  # node3's firewall drops everyone on the rendezvous port
+    page = slurm.dir / "matrix.html"
+    r, rep, lists, took = cluster(slurm, 6, "--strategy", "pairs", "--html", str(page), deadline=24)
+    assert "failing: node3" in page.read_text()  # the heatmap written by the first node
+    pv = rep["cluster"]["pairing"]
+    assert rep["cluster"]["strategy"] == "pairs"
+    assert pv["bad"] == [2] and pv["rounds"] == 2 and pv["inconclusive"] == [], pv
+    assert len(pv["round1"]) == 3 and len(pv["round2"]) == 2  # node3 and its round-1 partner, re-paired
+    assert lists["failing_nodes"] == "node3"

@@ -5,6 +5,7 @@ import ipaddress
 import shlex
 
 from ddpdoctor.model import Finding, Fix, Severity
+from ddpdoctor.probes import sockets
 from ddpdoctor.probes.dns import is_loopback
 from ddpdoctor.registry import Skip, check
 from ddpdoctor.validate import BadInput, validate_host
@@ -251,3 +252,77 @@ def resolver_is_fast(ctx):
             yield Finding(Severity.WARNING, f"resolving {label} {r.name!r} took {r.duration_s:.1f} s",
                           fix=Fix("list the cluster's names in /etc/hosts or fix the first nameserver",
                                   ("cat /etc/resolv.conf",)))
+
+
+def _family(addr: str) -> str:
+    return "IPv6" if ":" in addr else "IPv4"
+
+
+@check("DD210", "torch's first address family for the master is reachable", category="dns", tags={"network"}, timeout=6)
+def first_family_reachable(ctx):
+    """## What it checks
+    For a master name with both IPv4 (A) and IPv6 (AAAA) addresses: the order torch's c10d store
+    client tries them in, and a TCP probe of the rendezvous port on each.
+
+    ## Why it matters
+    c10d's `SocketConnectOp` (torch/csrc/distributed/c10d/socket.cpp) prefers IPv6: it asks
+    `getaddrinfo` for AF_INET6 with AI_V4MAPPED | AI_ALL, so both families come back in one list in
+    the system's order (RFC 6724, /etc/gai.conf), and tries them in turn. A refused or unreachable
+    address makes it move on; a *silently dropped* one does not: its connect waits the whole
+    store timeout and then raises `The client socket has timed out ... while trying to connect to
+    (master, port)` without ever trying the family that works. A name with both records where an
+    ip6tables (or security group) rule drops IPv6 is a classic hang at rendezvous.
+
+    ## Fix
+    Open the port for the family torch tries first (`ip6tables -I INPUT -p tcp --dport PORT -j
+    ACCEPT`), or give torch the reachable address as a literal (`MASTER_ADDR=10.0.0.1`,
+    `--rdzv-endpoint=[fd00::1]:29400`), or make the name resolve only to the reachable family, or
+    prefer IPv4 in getaddrinfo's order on every node (`precedence ::ffff:0:0/96 100` in /etc/gai.conf).
+    """
+    if ctx.master_literal:
+        raise Skip("the master is given as an address: torch connects to that one")
+    r = ctx.master_res
+    if not r.ok:
+        raise Skip("the master does not resolve (DD205)")
+    fams = {_family(a) for a in r.addrs}
+    if len(fams) < 2:
+        raise Skip(f"{ctx.master} has {', '.join(sorted(fams))} addresses only")
+    if ctx.master_is_local:
+        raise Skip("this host is the master")
+    order = list(ctx.c10d_order.addrs) or list(r.addrs)
+    probes = ctx.family_probes
+    states = {a: (probes[a].state if a in probes else "not probed") for a in order}
+    ev = {"c10d_order": order, "states": states}
+    first = order[0]
+    open_ = [a for a in order if states[a] == sockets.OPEN]
+    listing = ", ".join(f"{a} ({states[a]})" for a in order)
+    if states[first] == sockets.OPEN:
+        yield Finding(Severity.INFO, f"torch tries {ctx.master}'s {_family(first)} address {first} first and it "
+                      f"answers on port {ctx.port}; order: {listing}", evidence=ev)
+        return
+    if not open_:
+        yield Finding(Severity.INFO, f"no address of {ctx.master} answers on port {ctx.port} ({listing}); DD102 "
+                      "says why", evidence=ev)
+        return
+    good = open_[0]
+    literal = f"[{good}]" if ":" in good else good
+    fix = Fix(f"open port {ctx.port} for {_family(first)} on {ctx.master}, or point torch at {good} "
+              f"({_family(good)}), which answers",
+              ((f"sudo ip6tables -I INPUT -p tcp --dport {ctx.port} -j ACCEPT   # on {ctx.master}" if ":" in first else
+                f"sudo iptables -I INPUT -p tcp --dport {ctx.port} -j ACCEPT   # on {ctx.master}"),
+               f"torchrun --rdzv-endpoint={literal}:{ctx.port} ...   # or --master-addr={good}",
+               *(("echo 'precedence ::ffff:0:0/96 100' | sudo tee -a /etc/gai.conf   # prefer IPv4, every node",)
+                 if ":" in first else ())),
+              env={"MASTER_ADDR": good})
+    if states[first] == sockets.FILTERED:
+        yield Finding(Severity.ERROR,
+                      f"{ctx.master} has IPv4 and IPv6 addresses; torch's c10d tries {first} ({_family(first)}) first and "
+                      f"it silently drops port {ctx.port}: the connect waits the whole store timeout there and never "
+                      f"tries {good} ({_family(good)}), which answers",
+                      hint=f"order c10d uses (getaddrinfo AF_INET6 + AI_V4MAPPED|AI_ALL on {ctx.hostname}): {listing}",
+                      fix=fix, evidence=ev)
+        return
+    yield Finding(Severity.WARNING,
+                  f"torch's c10d tries {ctx.master}'s {first} ({_family(first)}) first: {states[first]}; it then "
+                  f"moves on to {good} ({_family(good)}), which answers: works, after a failed attempt per connect",
+                  hint=f"order: {listing}", fix=fix, evidence=ev)

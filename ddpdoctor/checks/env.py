@@ -15,6 +15,10 @@ _DOTTED = re.compile(r"^\d+(\.\d+){3}$")
 
 def _host_problem(value: str) -> str:
     """'' when `value` is a plausible host for MASTER_ADDR / an endpoint, else what is wrong."""
+    if value.startswith("["):
+        # c10d hands MASTER_ADDR to getaddrinfo as it is, which does not take brackets
+        return (f"{value!r} has brackets: torch passes MASTER_ADDR to getaddrinfo as it is, which fails on them; "
+                f"write the bare address {value.strip('[]')}")
     if _DOTTED.match(value):
         octets = [int(x) for x in value.split(".")]
         bad = [str(o) for o in octets if o > 255]
@@ -155,19 +159,23 @@ def rdzv_endpoint_wellformed(ctx):
     env = ctx.env
     ep = env.get("PET_RDZV_ENDPOINT")
     if ep:
-        if ep.startswith("["):  # [IPv6]:port
-            close = ep.find("]")
-            host, rest = (ep[1:close], ep[close + 1:]) if close > 0 else (ep, "")
-            sep, port = (rest[:1] == ":"), rest[1:]
-        elif ep.count(":") > 1:  # ':::', 'fe80::1:29400': ambiguous without brackets
-            yield Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: an IPv6 address in an endpoint must be in "
-                                          "brackets, [addr]:port",
-                          fix=Fix("write the endpoint as [IPv6]:port, or use the master's host name"))
-            return
-        else:
-            host, colon, port = ep.partition(":")  # no colon: a bare host, the port defaults to 29400
-            sep = bool(colon)
-        if sep and not port:
+        v6 = _ipv6_endpoint_problem(ep)
+        if v6:
+            yield v6
+            if v6.severity >= Severity.ERROR:
+                ep = ""  # judged: the generic parse below would only repeat it
+            else:  # ambiguous but usable: judge the host torchrun will read (`:::` reads `::`, bind-to-all)
+                host = torchrun_endpoint(ep)[0]
+                prob = _host_problem(host)
+                if prob:
+                    yield Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: torchrun reads host {host!r}: {prob}",
+                                  fix=Fix("use [address]:port with the master's reachable address"))
+                ep = ""
+    if ep:
+        host, _, port = ep.rpartition(":") if not ep.startswith("[") else (ep[1:ep.find("]")], ":", ep[ep.find("]") + 2:])
+        if not host:  # no colon: a bare host, the port defaults to 29400
+            host, port = ep, ""
+        if ep.endswith(":"):
             yield Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: the port after ':' is empty",
                           fix=Fix("use host:port, e.g. node1:29400"))
         prob = _host_problem(host)
@@ -191,6 +199,49 @@ def rdzv_endpoint_wellformed(ctx):
             validate_port(v)
         except BadInput as e:
             yield Finding(Severity.ERROR, f"PET_MASTER_PORT={v!r}: {e}", fix=Fix("use a port in 1-65535"))
+
+
+def torchrun_endpoint(endpoint: str, default_port: int = 29400) -> tuple[str, str]:
+    """(host, port text) as torch's parse_rendezvous_endpoint splits an endpoint
+    (torch/distributed/elastic/rendezvous/utils.py): whole when it is `[...]`, else at the LAST colon;
+    one pair of brackets is then removed from the host."""
+    ep = endpoint.strip()
+    if ep.startswith("[") and ep.endswith("]"):
+        host, rest = ep, ""
+    else:
+        host, _, rest = ep.rpartition(":") if ":" in ep else (ep, "", "")
+    if len(host) > 1 and host[0] == "[" and host[-1] == "]":
+        host = host[1:-1]
+    return host, rest or str(default_port)
+
+
+def _ipv6_endpoint_problem(ep: str) -> Finding | None:
+    """Endpoints with IPv6 literals that torchrun misreads or refuses; None when there is none."""
+    from ddpdoctor.validate import endpoint_text, ipv6_literal
+    host, port = torchrun_endpoint(ep)
+    bare = ep.strip()
+    if "%" in bare:
+        addr = bare.strip("[]").split("]")[0]
+        return Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: torchrun refuses a scope id ('%'), so a link-local "
+                       "address cannot be the rendezvous endpoint",
+                       fix=Fix("use the master's name or a global/ULA address of it"),
+                       evidence={"endpoint": ep, "address": addr})
+    if bare.startswith("[") or bare.count(":") < 2:
+        return None
+    lit = ipv6_literal(bare)
+    if lit is not None and host != str(lit) and ipv6_literal(host) is None:
+        good = endpoint_text(bare, 29400)
+        return Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: torchrun splits at the last colon and reads host "
+                       f"{host!r} port {port}: an IPv6 address needs brackets",
+                       fix=Fix(f"write it as {good}", env={"PET_RDZV_ENDPOINT": good}),
+                       evidence={"endpoint": ep, "torchrun_host": host, "torchrun_port": port})
+    if ipv6_literal(host) is not None:
+        good = endpoint_text(host, int(port)) if port.isdigit() else endpoint_text(host)
+        return Finding(Severity.WARNING, f"PET_RDZV_ENDPOINT={ep!r} is ambiguous: torchrun reads host {host} port {port}"
+                       + (f", but {bare} is also an IPv6 address by itself" if lit is not None else ""),
+                       fix=Fix(f"write it as {good}", env={"PET_RDZV_ENDPOINT": good}),
+                       evidence={"endpoint": ep, "torchrun_host": host, "torchrun_port": port})
+    return None
 
 
 def suggest_name(name: str) -> str | None:

@@ -6,6 +6,7 @@ from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.probes import sockets
 from ddpdoctor.probes.procs import listeners_on
 from ddpdoctor.registry import Skip, check
+from ddpdoctor.validate import endpoint_text
 
 
 def iptables_for(addr: str) -> str:
@@ -88,7 +89,7 @@ def rendezvous_port_open(ctx):
         h = ctx.hello
         who = (f"ddpdoctor on {h.peer_host}" if h and h.is_ddpdoctor
                else "a service that is not ddpdoctor (the job's c10d store, or something else)")
-        yield Finding(Severity.INFO, f"{ctx.master}:{ctx.port} open in {t.latency_s * 1000:.1f} ms, answered by {who}",
+        yield Finding(Severity.INFO, f"{endpoint_text(ctx.master, ctx.port)} open in {t.latency_s * 1000:.1f} ms, answered by {who}",
                       evidence={**ev, "ddpdoctor": bool(h and h.is_ddpdoctor), "banner": h.banner if h else ""})
         return
     hint = f"probe from {ctx.hostname} ({ctx.route.src_addr if ctx.route and ctx.route.ok else '?'})"
@@ -102,7 +103,7 @@ def rendezvous_port_open(ctx):
     else:
         fix = Fix(f"make {ctx.master_addr} routable from {ctx.hostname} (same subnet or a route)",
                   (f"ip route get {ctx.master_addr}",))
-    yield Finding(Severity.ERROR, f"{ctx.master}:{ctx.port} ({ctx.master_addr}): {STATE_TEXT.get(t.state, t.error)}",
+    yield Finding(Severity.ERROR, f"{endpoint_text(ctx.master, ctx.port)} ({ctx.master_addr}): {STATE_TEXT.get(t.state, t.error)}",
                   hint=hint, fix=fix, evidence={**ev, "error": t.error})
 
 
@@ -139,7 +140,7 @@ def ephemeral_ports_open(ctx):
         return
     lo, hi = h.eport_range or (h.eport, h.eport)  # the master's own range, as its listener reported it
     yield Finding(Severity.ERROR,
-                  f"{ctx.master}:{ctx.port} is open but ephemeral port {h.eport} is not ({STATE_TEXT.get(e.state, e.error)})",
+                  f"{endpoint_text(ctx.master, ctx.port)} is open but ephemeral port {h.eport} is not ({STATE_TEXT.get(e.state, e.error)})",
                   hint="rendezvous would succeed and the first Gloo/NCCL collective would hang",
                   fix=_firewall_fix(ctx, f"{lo}:{hi}", f"ports {lo}-{hi} (the ephemeral range)"),
                   evidence={**ev, "error": e.error})
@@ -207,3 +208,135 @@ def master_port_free(ctx):
                   hint="static rendezvous: errno 98 EADDRINUSE; c10d rendezvous: the agents talk to that process and hang",
                   fix=Fix(f"stop that process or use another port (e.g. --rdzv-endpoint {ctx.master}:{ctx.port + 1})", tuple(cmds)),
                   evidence={"port": ctx.port, "holders": holders})
+
+
+def _mib_s(nbytes: int, secs: float) -> str:
+    return f"{nbytes / (1 << 20) / max(secs, 1e-6):.1f} MiB/s"
+
+
+@check("DD110", "full-size packets reach the master (no path-MTU black hole)", category="reachability",
+       tags={"network"}, timeout=12)
+def path_mtu_carries_full_frames(ctx):
+    """## What it checks
+    Against `ddpdoctor network --listen` on the master: 1 MiB over TCP each way with a deadline,
+    once with segments as large as the interfaces allow and, where this host's MTU is above 1500,
+    once clamped to 1500-byte packets (TCP_MAXSEG); plus don't-fragment pings
+    (`ping -M do -s SIZE`) at common MTUs to find the largest packet that passes. The listener
+    reports its interface and MTU.
+
+    ## Why it matters
+    Hosts with jumbo frames (MTU 9000) behind a switch port, tunnel or overlay that carries only
+    1500 rendezvous fine (small packets pass) and then hang on the first large Gloo or NCCL
+    transfer: the switch drops the big frames without a word, no ICMP "fragmentation needed"
+    comes back, and TCP never shrinks its segments. Nothing of the transfer arrives while the
+    small protocol lines do: that tells a black hole apart from a slow link, which delivers a
+    part.
+
+    ## Fix
+    The same MTU end to end: raise the switch ports / tunnel to the hosts' MTU, or lower the
+    hosts to what the path carries (`sudo ip link set eth0 mtu 1500` on every node), or point
+    `NCCL_SOCKET_IFNAME` / `GLOO_SOCKET_IFNAME` at an interface whose path carries its MTU.
+    """
+    _need_remote_master(ctx)
+    h = ctx.hello
+    if not h or not h.is_ddpdoctor:
+        raise Skip(f"needs `ddpdoctor network --listen` on {ctx.master} to measure the path")
+    pm = ctx.path_mtu
+    full = pm.full if pm else None
+    if full is None or not full.supported:
+        raise Skip(f"the listener did not take the bulk probe: {full.error if full else 'no answer'}")
+    sweep = pm.sweep
+    largest = sweep.largest_ok if sweep and sweep.available else None
+    ev = {"local_if": pm.local_if, "local_mtu": pm.local_mtu, "peer_if": pm.peer_if, "peer_mtu": pm.peer_mtu,
+          "bytes": full.nbytes, "sent_ok": full.sent_ok, "back_ok": full.back_ok,
+          "up_s": round(full.up_s, 3), "down_s": round(full.down_s, 3),
+          "clamped": (None if pm.clamped is None else
+                      {"mss": pm.clamped.mss, "complete": pm.clamped.complete, "sent_ok": pm.clamped.sent_ok,
+                       "back_ok": pm.clamped.back_ok}),
+          "df_largest_ok": largest, "df_smallest_lost": sweep.smallest_lost if sweep else None,
+          "df_tried": {str(k): v for k, v in (sweep.tried.items() if sweep else ())}}
+    here = f"{ctx.hostname} ({pm.local_if} MTU {pm.local_mtu})"
+    there = f"{h.peer_host or ctx.master} ({pm.peer_if} MTU {pm.peer_mtu or '?'})"
+    if full.complete:
+        yield Finding(Severity.INFO, f"1 MiB each way between {here} and {there} in "
+                      f"{full.up_s:.2f} s / {full.down_s:.2f} s"
+                      + (f"; largest don't-fragment packet {largest} bytes" if largest else ""), evidence=ev)
+        return
+    clamped = pm.clamped
+    if full.stalled and clamped is not None and clamped.complete:
+        passes = largest or 1500
+        lost = f"{sweep.smallest_lost}" if sweep and sweep.smallest_lost else f"{pm.local_mtu}"
+        way = ("both ways" if full.sent_ok == 0 and full.back_ok == 0
+               else "to the master" if full.sent_ok == 0 else "from the master")
+        yield Finding(
+            Severity.ERROR,
+            f"path-MTU black hole between {here} and {there}: full-size packets vanish {way} "
+            f"(0 of 1 MiB within the deadline), the same transfer in 1500-byte packets passes; largest packet "
+            f"that passes: {passes} bytes, {lost} is lost",
+            hint="the hosts' MTU is larger than a switch port, tunnel or overlay on the path carries; rendezvous "
+                 "works (small packets) and the first large Gloo/NCCL transfer hangs",
+            fix=Fix(f"make the MTU equal end to end: raise the path to {max(pm.local_mtu, pm.peer_mtu)} or set "
+                    f"every node to {passes} (or set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to an interface "
+                    "whose path carries its MTU)",
+                    (f"sudo ip link set {pm.local_if} mtu {passes}   # on {ctx.hostname}",
+                     f"sudo ip link set {pm.peer_if} mtu {passes}   # on {h.peer_host or ctx.master}",
+                     f"ping -M do -s {pm.local_mtu - 28} -c 1 {ctx.master_addr}   # passes once fixed")),
+            evidence=ev)
+        return
+    if full.stalled:
+        if clamped is None:
+            also = "; this host's MTU is 1500 or less, so the size is not the cause"
+        elif clamped.stalled:
+            also = "; 1500-byte packets stall too, so it is not the packet size"
+        else:
+            also = (f"; in 1500-byte packets {clamped.sent_ok} bytes up and {clamped.back_ok} down arrived, "
+                    "so the size matters but the link is slow too")
+        yield Finding(Severity.WARNING,
+                      f"bulk TCP to {there} stalls: nothing of 1 MiB arrived within the deadline although the "
+                      f"connection opened{also}",
+                      hint="a firewall or shaper that drops by length or rate, or a broken link; low confidence "
+                           "in the cause, high in the symptom", evidence=ev)
+        return
+    rate = _mib_s(min(full.sent_ok, full.back_ok), max(full.up_s, full.down_s, 1e-3))
+    yield Finding(Severity.WARNING,
+                  f"slow link to {there}: {full.sent_ok} bytes up and {full.back_ok} down of 1 MiB within "
+                  f"the deadline (about {rate}); data flows, so not an MTU black hole",
+                  hint="a congested or shaped link; collectives will be slow, not stuck", evidence=ev)
+
+
+@check("DD111", "this host's MTU matches the master's", category="reachability", tags={"network"}, timeout=12)
+def mtu_matches_master(ctx):
+    """## What it checks
+    The MTU of the interface that routes to the master against the MTU of the master's interface
+    the connection arrived on, as `ddpdoctor network --listen` reports it.
+
+    ## Why it matters
+    Different MTUs on the two ends are the usual first half of a path-MTU black hole: the larger
+    side sends frames the smaller side (or a switch port set like it) drops. TCP negotiates its
+    segment size down at connect time, so some transfers work; UDP-based and RDMA transports and
+    any hop in between that is set like the smaller end do not.
+
+    ## Fix
+    Configure one MTU on every node and switch port of the cluster
+    (`sudo ip link set <if> mtu <N>`; persist it in the network configuration).
+    """
+    _need_remote_master(ctx)
+    h = ctx.hello
+    if not h or not h.is_ddpdoctor:
+        raise Skip(f"needs `ddpdoctor network --listen` on {ctx.master} to learn its MTU")
+    pm = ctx.path_mtu
+    if not pm or not pm.peer_mtu:
+        raise Skip("the listener did not report its MTU")
+    ev = {"local_if": pm.local_if, "local_mtu": pm.local_mtu, "peer_if": pm.peer_if, "peer_mtu": pm.peer_mtu}
+    if pm.local_mtu == pm.peer_mtu:
+        yield Finding(Severity.INFO, f"MTU {pm.local_mtu} on {ctx.hostname} {pm.local_if} and on "
+                      f"{h.peer_host or ctx.master} {pm.peer_if}", evidence=ev)
+        return
+    low = min(pm.local_mtu, pm.peer_mtu)
+    yield Finding(Severity.WARNING,
+                  f"MTU mismatch: {ctx.hostname} {pm.local_if} has MTU {pm.local_mtu}, "
+                  f"{h.peer_host or ctx.master} {pm.peer_if} has {pm.peer_mtu}",
+                  hint="DD110 says whether full-size packets still get through",
+                  fix=Fix(f"set the same MTU on every node and switch port (e.g. {low})",
+                          (f"sudo ip link set {pm.local_if if pm.local_mtu > low else pm.peer_if} mtu {low}",)),
+                  evidence=ev)

@@ -383,3 +383,98 @@ def nodes_pass_local_checks(ctx):
                                   fix=Fix(fx.get("summary", ""), tuple(fx.get("commands", ())), dict(fx.get("env", {})))
                                   if fx else None,
                                   evidence={"node": ctx.names[i], "check": r["id"]})
+
+
+def _node_mtu(ctx, j: int) -> int | None:
+    """The MTU of the interface carrying the address the other nodes reach node j at (their
+    resolution of its name, by majority), else of its only non-loopback interface MTU."""
+    rec = ctx.records.get(j) or {}
+    by_addr = rec.get("addr_mtu") or {}
+    if not by_addr:
+        return None
+    seen = ctx.resolutions().get(j) or {}
+    for addr, _ in sorted(seen.items(), key=lambda kv: -len(kv[1])):
+        if addr in by_addr:
+            return int(by_addr[addr])
+    mtus = set(by_addr.values())
+    return int(mtus.pop()) if len(mtus) == 1 else None
+
+
+@check("DD719", "nodes reach each other on interfaces with one MTU", category="slurm", tags={"cluster"}, timeout=2)
+def mtus_agree(ctx):
+    """## What it checks
+    For every node that reported, the MTU of the interface carrying the address the other nodes
+    resolve its name to; the nodes are grouped by MTU.
+
+    ## Why it matters
+    A node left at 1500 among jumbo-frame nodes (or the reverse, after a NIC swap or an image
+    that sets the MTU) is the usual start of a path-MTU black hole: small packets pass, rendezvous
+    works, and the first large Gloo/NCCL transfer with that node stalls. TCP negotiates the segment
+    size per connection, so some transfers work, which makes it look intermittent.
+
+    ## Fix
+    Set one MTU on every node and switch port (`sudo ip link set <if> mtu <N>`, persisted in the
+    network configuration); `ddpdoctor network` against `network --listen` (DD110) proves the path
+    carries it.
+    """
+    groups: dict[int, list[int]] = {}
+    for j in range(ctx.world):
+        if ctx.finished(j):
+            m = _node_mtu(ctx, j)
+            if m:
+                groups.setdefault(m, []).append(j)
+    if not groups:
+        raise Skip("no node reported its interface MTUs (nodes running an older ddpdoctor)")
+    if len(groups) == 1:
+        (m, idx), = groups.items()
+        yield Finding(Severity.INFO, f"MTU {m} on all {len(idx)} nodes")
+        return
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), -kv[0]))
+    parts = "; ".join(f"{m} on {ctx.label(idx)}" for m, idx in ordered)
+    majority, odd = ordered[0][0], [j for _, idx in ordered[1:] for j in idx]
+    yield Finding(Severity.WARNING, f"MTU differs across nodes: {parts}",
+                  hint=f"the odd ones: {ctx.label(odd)}; DD110 (`ddpdoctor network` against `--listen`) "
+                       "tells whether full-size packets still pass",
+                  fix=Fix(f"set the same MTU on every node and switch port (the majority uses {majority})",
+                          (f"srun -w {ctx.label(odd)} ip -o link show   # see the interfaces' MTU",
+                           f"sudo ip link set <if> mtu {majority}   # on {ctx.label(odd)}")),
+                  evidence={"mtus": {str(m): [ctx.names[i] for i in idx] for m, idx in groups.items()}})
+
+
+_FP_ERROR_KEYS = ("torch", "nccl", "cuda", "driver")
+
+
+@check("DD720", "every node's fingerprint matches the reference", category="slurm", tags={"cluster"}, timeout=2)
+def fingerprints_match(ctx):
+    """## What it checks
+    Each node's fingerprint (torch, CUDA, NCCL, driver, Python versions; `NCCL_*`/`GLOO_*`
+    settings; key variables such as `TORCH_NCCL_*`, `CUDA_*`, `LD_LIBRARY_PATH`) against a reference:
+    the file given with `cluster --reference FILE` (JSON `{"torch": "2.5.1", "NCCL_IB_HCA": "mlx5"}`;
+    only the keys it names are compared), else the value most nodes have. One line per node that
+    differs, naming each key with its value and the reference's.
+
+    ## Why it matters
+    At hundreds of nodes the question is not "do the versions agree" but "which nodes are not
+    like the others": a node with another driver, a stale container or an extra `LD_LIBRARY_PATH`
+    entry loads another NCCL and hangs or crashes collectives for everyone.
+
+    ## Fix
+    Reimage or fix the nodes named (or exclude them: they are in the failing list when a version
+    differs); save a known-good fingerprint from the JSON report (`cluster.fingerprint`) and pass it
+    with `--reference` next time.
+    """
+    diffs = ctx.fingerprint_diffs()
+    against = "the reference file" if ctx.reference is not None else "the majority"
+    if not any(ctx.finished(i) for i in range(ctx.world)):
+        raise Skip("no node reported")
+    if not diffs:
+        yield Finding(Severity.INFO, f"every node matches {against}")
+        return
+    for i, d in sorted(diffs.items()):
+        parts = ", ".join(f"{k}={have} ({want})" for k, (have, want) in d.items())
+        sev = Severity.ERROR if any(k in _FP_ERROR_KEYS for k in d) else Severity.WARNING
+        yield Finding(sev, f"{ctx.names[i]} differs from {against}: {parts}",
+                      hint="values in parentheses are the reference's",
+                      fix=Fix(f"bring {ctx.names[i]} in line with the others (same image and environment), or exclude it",
+                              (f"srun --exclude={ctx.names[i]} ...",)),
+                      evidence={"node": ctx.names[i], "diff": {k: {"node": h, "reference": w} for k, (h, w) in d.items()}})

@@ -9,6 +9,7 @@ nothing unless they cannot take part. torch is imported only for c10d's TCPStore
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -43,7 +44,14 @@ def _default_port() -> int:
 @click.option("--config", "config_path", metavar="FILE", help="Site configuration for the node checks (default /etc/ddpdoctor.toml).")
 @click.option("--json", "json_out", is_flag=True, help="The first node prints only the JSON report.")
 @click.option("-v", "--verbose", is_flag=True, help="Informational findings in full.")
-def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir, config_path, json_out, verbose):
+@click.option("--strategy", type=click.Choice(["auto", "matrix", "pairs"]), default="auto", show_default=True,
+              help="matrix: every node probes up to --max-peers others; pairs: two pairing rounds name the bad "
+                   "nodes with O(1) tests per node; auto: pairs above 32 nodes.")
+@click.option("--html", "html_path", metavar="FILE", help="The first node also writes the matrix as an HTML heatmap.")
+@click.option("--reference", "reference_path", metavar="FILE",
+              help="JSON fingerprint the nodes must match (DD720); default: the majority of the nodes.")
+def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir, config_path, json_out, verbose,
+            html_path=None, reference_path=None, strategy="auto"):
     """Reachability matrix, name resolution and version drift across every node of an allocation.
 
     \b
@@ -61,6 +69,7 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     store_n = validate_port(store_port) if store_port is not None else ((port_n or _default_port()) % 65535) + 1
     deadline = validate_seconds(deadline, "--deadline", minimum=2, maximum=3600)
     probe_timeout = validate_seconds(probe_timeout, "--probe-timeout", maximum=60)
+    reference = _read_reference(reference_path) if reference_path else None
     launch = cl.detect_launch(os.environ, store_port=store_n)
     if port_n is None:
         # under torchrun the agent's store holds MASTER_PORT on the first node: probe the next port
@@ -73,7 +82,7 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
         digits = "".join(ch for ch in launch.run_id if ch in "0123456789")  # "²".isdigit(), yet int("²") fails
         seed = int(digits[:9]) if digits else 0
     opts = cl.Options(port=port_n, store_port=store_n, deadline=deadline, probe_timeout=probe_timeout,
-                      max_peers=max_peers, seed=seed, config_path=config_path)
+                      max_peers=max_peers, seed=seed, config_path=config_path, strategy=strategy)
     run = cl.run_node(launch, opts, started=started)
     if launch.index != 0:
         if run.error:
@@ -88,12 +97,18 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     from ddpdoctor.model import Report
 
     view = cl.ClusterView(run.gathered, launch.world, names=launch.names, port=port_n,
-                          store=f"{launch.store_host}:{store_n}", elapsed_s=time.monotonic() - started)
+                          store=f"{launch.store_host}:{store_n}", elapsed_s=time.monotonic() - started,
+                          reference=reference)
     checks = registry.select("cluster")
     results = runner.run_checks(checks, view, deadline=10)
     passing, failing = view.label(view.passing()), view.label(view.failing())
     files, file_error = _write_lists(out_dir, passing, failing)
     text = [view.matrix_text(), ""]
+    if view.pairing:
+        pv = view.pairing
+        text.append(f"pairing: {len(pv['round1'])} pair tests in round 1, {len(pv['round2'])} in round 2; "
+                    f"bad: {view.label(pv['bad']) or 'none'}; slow: {view.label(pv['slow']) or 'none'}"
+                    + (f"; undecided: {view.label(pv['inconclusive'])}" if pv["inconclusive"] else ""))
     text.append(f"passing nodes: {passing or '(none)'}")
     text.append(f"failing nodes: {failing or '(none)'}")
     if files:
@@ -101,6 +116,9 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
                     + (f"   (next job: srun --exclude=$(cat {files[1]}) ...)" if failing else ""))
     if file_error:
         text.append(f"could not write the node lists: {file_error}")
+    if html_path and launch.index == 0:
+        err = write_heatmap(html_path, view, failing=view.failing())
+        text.append(f"could not write {html_path}: {err}" if err else f"heatmap: {html_path}")
     slow = sorted(((r.get("timing") or {}).get("total_s", 0), r.get("node", "?")) for r in view.records.values())
     if slow:
         text.append(f"per node: median {slow[len(slow) // 2][0]:.2f} s, slowest {slow[-1][1]} {slow[-1][0]:.2f} s")
@@ -108,6 +126,8 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
         "mode": launch.mode, "nodes": view.names, "port": port_n, "store": view.store,
         "missing": [view.names[i] for i in view.missing], "passing": passing, "failing": failing,
         "files": list(files), "max_peers": max_peers, "seed": seed,
+        "fingerprint": view.majority_fingerprint(), "strategy": "pairs" if opts.pairs(launch.world) else "matrix",
+        "pairing": view.pairing,
         "matrix": [[view.cell(i, j) for j in range(view.world)] for i in range(view.world)]
         if view.world <= cl.MATRIX_MAX else None,
         "timing": {view.names[i]: (view.records[i].get("timing") or {}) for i in sorted(view.records)},
@@ -124,3 +144,38 @@ def _write_lists(out_dir: str, passing: str, failing: str) -> tuple[tuple[str, .
         if err:
             return (), err
     return paths, ""
+
+
+def write_heatmap(path: str, view, *, failing) -> str:
+    """Write `view`'s matrix as an HTML heatmap to `path`; '' or why it could not."""
+    from ddpdoctor.render.heatmap import heatmap_html
+
+    def tip(i, j):
+        p = view.probe(i, j) or {}
+        r = p.get("rdzv") or {}
+        return f"{r.get('state', '')} {r.get('ms', '')} ms".strip() if r else ""
+
+    page = heatmap_html(view.names, view.cell, title=f"ddpdoctor cluster: {view.world} nodes, port {view.port}",
+                        subtitle=f"failing: {view.label(failing) or 'none'}", failing=failing, tooltip=tip)
+    try:
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp, path)
+    except OSError as e:
+        return e.strerror or str(e)
+    return ""
+
+
+def _read_reference(path: str) -> dict[str, str]:
+    """A fingerprint file: a JSON object of strings (plain data; nothing in it is executed)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise BadInput(f"--reference {path}: {getattr(e, 'strerror', None) or e}") from None
+    if isinstance(data, dict) and isinstance(data.get("cluster"), dict) and "fingerprint" in data["cluster"]:
+        data = data["cluster"]["fingerprint"]  # a saved `cluster --json` report
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in data.items()):
+        raise BadInput(f"--reference {path}: want a JSON object of key -> version/value strings")
+    return {k: str(v) for k, v in data.items()}

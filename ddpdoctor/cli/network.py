@@ -13,7 +13,7 @@ import time
 import click
 
 from ddpdoctor.cli.common import FINITE, emit, report_options
-from ddpdoctor.validate import BadInput, validate_host, validate_port, validate_seconds
+from ddpdoctor.validate import BadInput, split_endpoint, validate_host, validate_port, validate_seconds
 
 DEFAULT_PORT = 29400  # torchrun's c10d rendezvous default
 
@@ -26,7 +26,8 @@ def _default_port() -> int:
 
 
 @click.command("network")
-@click.option("--master", metavar="HOST", help="Master / rendezvous host. Default: $MASTER_ADDR, else this host.")
+@click.option("--master", metavar="HOST[:PORT]", help="Master / rendezvous host (a name, IPv4, IPv6 `fd00::1` or "
+              "`[fd00::1]:29400`). Default: $MASTER_ADDR, else this host.")
 @click.option("--port", metavar="PORT", help=f"Rendezvous port. Default: $MASTER_PORT, else {DEFAULT_PORT}.")
 @click.option("--listen", is_flag=True, help="Run on the master: answer workers' probes on PORT and on an ephemeral port.")
 @click.option("--expect", type=int, metavar="N", help="With --listen: stop once N workers completed both probes.")
@@ -49,7 +50,14 @@ def network(master, port, listen, expect, timeout, probe_timeout, json_out, sele
         return
     if expect is not None:
         raise BadInput("--expect only makes sense with --listen")
-    master = validate_host(master) if master is not None else default_master_checked()
+    if master is not None:
+        master, in_master = split_endpoint(master)  # node1, node1:29400, fd00::1, [fd00::1]:29400
+        if in_master is not None:
+            if port is not None and port_n != in_master:
+                raise BadInput(f"--master gives port {in_master} and --port {port_n}: give one")
+            port_n = in_master
+    else:
+        master = default_master_checked()
 
     from ddpdoctor import registry, runner
     from ddpdoctor.facts.network import NetworkFacts
@@ -99,6 +107,11 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
     def on_event(kind, w):
         if json_out:
             return
+        if kind == "bulk":
+            b = w.bulk[-1]
+            _out(f"  {w.host} ({w.addr}) bulk probe: {b['bytes']} of {b['asked']} bytes arrived "
+                 f"via {b['interface']} (MTU {b['mtu']})")
+            return
         what = f"port {port}" if kind == "rendezvous" else "the ephemeral port"
         _out(f"  {w.host} ({w.addr}) reached {what} via {w.interface}")
 
@@ -135,7 +148,8 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
             "port": res.port, "eport": res.eport, "eport_range": list(res.eport_range), "expect": expect,
             "timed_out": res.timed_out, "interrupted": res.interrupted or None, "duration_s": round(res.duration_s, 3),
             "workers": [{"host": w.host, "addr": w.addr, "interface": w.interface,
-                         "rendezvous_port": w.rdzv_at is not None, "ephemeral_port": w.eph_at is not None}
+                         "rendezvous_port": w.rdzv_at is not None, "ephemeral_port": w.eph_at is not None,
+                         "bulk": w.bulk}
                         for w in res.workers]}, indent=2))
         sys.exit(code)
     done = sum(w.complete for w in res.workers)

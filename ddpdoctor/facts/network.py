@@ -5,13 +5,14 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from typing import Mapping
 
 from ddpdoctor.peerprobe import protocol as handshake
 from ddpdoctor.memo import lazy
-from ddpdoctor.probes import dns, sockets
+from ddpdoctor.probes import dns, pathmtu, sockets
 from ddpdoctor.probes.nics import Nic, list_nics, nic_with_addr
 
 
@@ -20,6 +21,32 @@ class Ping:
     state: str  # "ok", "lost", "unavailable"
     rtt_ms: float | None = None
     detail: str = ""
+
+
+BULK_DEADLINE_S = 1.5  # per direction; a healthy LAN moves 1 MiB in milliseconds
+
+
+@dataclass(frozen=True)
+class PathMtu:
+    local_if: str
+    local_mtu: int
+    full: pathmtu.Bulk | None      # segments as large as the interfaces allow
+    clamped: pathmtu.Bulk | None   # segments that fit a 1500 MTU (only when the local MTU is larger)
+    sweep: pathmtu.Sweep | None    # don't-fragment pings
+
+    @property
+    def peer_mtu(self) -> int:
+        for b in (self.full, self.clamped):
+            if b and b.supported and b.peer_mtu:
+                return b.peer_mtu
+        return 0
+
+    @property
+    def peer_if(self) -> str:
+        for b in (self.full, self.clamped):
+            if b and b.supported and b.peer_if:
+                return b.peer_if
+        return "?"
 
 
 def read_port_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int] | None:
@@ -82,9 +109,36 @@ class NetworkFacts:
 
     @lazy
     def master_addr(self) -> str | None:
-        """The address torch would connect to: the first IPv4 result, else the first one."""
+        """The address torch would connect to first: a literal as given (a scope id kept), the
+        first of c10d's order when the name has IPv6 addresses (DD210), else the first IPv4 one."""
+        if self.master_literal:
+            return self.master
         r = self.master_res
+        if len(r.ipv4) != len(r.addrs) and self.c10d_order.addrs:
+            return self.c10d_order.addrs[0]
         return (r.ipv4 or r.addrs or (None,))[0]
+
+    @lazy
+    def master_literal(self) -> bool:
+        return ":" in self.master or self.master.replace(".", "").isdigit()
+
+    @lazy
+    def c10d_order(self) -> dns.Resolution:
+        """The master's addresses in the order torch's c10d client tries them."""
+        return dns.c10d_order(self.master, timeout=self.probe_timeout)
+
+    @lazy
+    def family_probes(self) -> dict[str, sockets.TcpProbe]:
+        """A TCP probe of the rendezvous port on every address of the master (both families), at once."""
+        addrs = list(dict.fromkeys([*self.c10d_order.addrs, *self.master_res.addrs]))
+        out: dict[str, sockets.TcpProbe] = {}
+        threads = [threading.Thread(target=lambda a=a: out.__setitem__(
+            a, sockets.tcp_probe(a, self.port, timeout=self.probe_timeout)), daemon=True) for a in addrs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(self.probe_timeout + 1.0)
+        return out
 
     @lazy
     def master_reverse(self) -> dns.Reverse | None:
@@ -126,7 +180,38 @@ class NetworkFacts:
         h = self.hello
         if not h or not h.is_ddpdoctor or not h.eport:
             return None
+        # The listener stops once a worker completed both ports (--expect): measure the path MTU
+        # first, while it still answers.
+        _ = self.path_mtu
         return handshake.ephemeral(self.master_addr, h.eport, self.hostname, timeout=self.probe_timeout)
+
+    @lazy
+    def path_mtu(self) -> PathMtu | None:
+        """Bulk TCP both ways at the full segment size and clamped to 1500, plus a DF ping sweep,
+        all at once against the listener (None without one); see probes/pathmtu.py."""
+        h = self.hello
+        if not h or not h.is_ddpdoctor:
+            return None
+        nic = self.route_nic
+        local = nic.mtu if nic else 0
+        fam = pathmtu.family_of(self.master_addr)
+        out: dict[str, object] = {}
+        jobs = {"full": lambda: pathmtu.bulk(self.master_addr, self.port, self.hostname,
+                                             deadline_s=BULK_DEADLINE_S, connect_timeout=self.probe_timeout)}
+        if local > 1500:
+            jobs["clamped"] = lambda: pathmtu.bulk(self.master_addr, self.port, self.hostname,
+                                                   deadline_s=BULK_DEADLINE_S, connect_timeout=self.probe_timeout,
+                                                   mss=1500 - pathmtu.TCP_OVERHEAD[fam])
+        jobs["sweep"] = lambda: pathmtu.df_sweep(self.master_addr, local_mtu=local or 1500)
+        threads = [threading.Thread(target=lambda k=k, f=f: out.__setitem__(k, f()), daemon=True)
+                   for k, f in jobs.items()]
+        for t in threads:
+            t.start()
+        end = time.monotonic() + 3 * BULK_DEADLINE_S + 2 * self.probe_timeout + 4
+        for t in threads:
+            t.join(max(0.0, end - time.monotonic()))
+        return PathMtu(local_if=nic.name if nic else "?", local_mtu=local, full=out.get("full"),
+                       clamped=out.get("clamped"), sweep=out.get("sweep"))
 
     @lazy
     def ping(self) -> Ping:

@@ -36,6 +36,7 @@ class Worker:
     interface: str
     rdzv_at: float | None = None
     eph_at: float | None = None
+    bulk: list[dict] = field(default_factory=list)  # path-MTU probes: bytes received of asked, our MTU
 
     @property
     def complete(self) -> bool:
@@ -179,6 +180,9 @@ class ProbeServer:
     def _handle(self, conn: socket.socket, peer: str, ephemeral: bool) -> None:
         try:
             parts = read_line(conn, 2.0).split()
+            if len(parts) == 5 and parts[0] == PROTO and parts[1] == "BULK" and not ephemeral:
+                self._bulk(conn, peer, parts)
+                return
             if len(parts) != 3 or parts[0] != PROTO:
                 return  # not a ddpdoctor probe (a port scanner, nc, curl): say nothing
             if parts[1] == "HELLO" and not ephemeral:
@@ -202,6 +206,21 @@ class ProbeServer:
             with self.changed:
                 self._handlers.discard(threading.current_thread())
             self._slots.release()
+
+    def _bulk(self, conn: socket.socket, peer: str, parts: list[str]) -> None:
+        """Path-MTU probe (probes/pathmtu.py): count a worker's bulk bytes, answer with our MTU, send them back."""
+        from ddpdoctor.probes.pathmtu import serve_bulk
+        nic = nic_with_addr(self._nics, _plain(conn.getsockname()[0]))
+        got = serve_bulk(conn, parts, ifname=nic.name if nic else "?", mtu=nic.mtu if nic else 0)
+        if got is None:
+            return
+        event = {"from": clean_token(parts[2]), "addr": peer, "port": "bulk", "interface": nic.name if nic else "?",
+                 "mtu": nic.mtu if nic else 0, "bytes": got, "asked": min(int(parts[3]), 1 << 24)}
+        with self.changed:
+            self.incoming.append(event)
+            self.changed.notify_all()
+        if self._on_event:
+            self._on_event(event)
 
     def _close_sockets(self) -> None:
         for s in list(self._socks):
@@ -236,6 +255,8 @@ def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
             w.rdzv_at = now
         elif ev["port"] == "ephemeral" and w.eph_at is None:
             w.eph_at = now
+        elif ev["port"] == "bulk":
+            w.bulk.append({"bytes": ev["bytes"], "asked": ev["asked"], "mtu": ev["mtu"], "interface": ev["interface"]})
         else:
             return
         on_event(ev["port"], w)

@@ -58,6 +58,37 @@ def resolve(name: str, *, timeout: float = 2.0, family: int = socket.AF_UNSPEC) 
     return Resolution(name, tuple(addrs), "", time.monotonic() - t0)
 
 
+def _gai_c10d(name: str) -> list:
+    # The hints of c10d's SocketConnectOp::tryConnect(AF_INET6) (torch/csrc/distributed/c10d/socket.cpp):
+    # with SocketOptions::prefer_ipv6 (true by default) a client asks for AF_INET6 with
+    # AI_V4MAPPED | AI_ALL, so IPv6 and v4-mapped IPv4 addresses come in one list, in the order the
+    # system's getaddrinfo sorts them (RFC 6724 and /etc/gai.conf), and c10d tries them in that order.
+    return socket.getaddrinfo(name, None, socket.AF_INET6, socket.SOCK_STREAM, 0, socket.AI_V4MAPPED | socket.AI_ALL)
+
+
+def c10d_order(name: str, *, timeout: float = 2.0) -> Resolution:
+    """The addresses of `name` in the order torch's c10d store client tries them (v4-mapped shown as IPv4).
+
+    When AF_INET6 gives nothing (no IPv6 on this host), c10d falls back to AF_INET: plain order.
+    A silently dropped address stops c10d there: its connect waits out the whole timeout.
+    """
+    t0 = time.monotonic()
+    try:
+        infos = call_with_timeout(_gai_c10d, name, timeout=timeout)
+    except ProbeTimeout as e:
+        return Resolution(name, (), f"resolver gave {e}", time.monotonic() - t0, True)
+    except (OSError, UnicodeError, ValueError):
+        return resolve(name, timeout=timeout, family=socket.AF_INET)
+    addrs: list[str] = []
+    for info in infos:
+        a = info[4][0].split("%", 1)[0]
+        if a.startswith("::ffff:") and "." in a:
+            a = a[7:]
+        if a not in addrs:
+            addrs.append(a)
+    return Resolution(name, tuple(addrs), "", time.monotonic() - t0)
+
+
 def reverse(addr: str, *, timeout: float = 2.0) -> Reverse:
     t0 = time.monotonic()
     try:

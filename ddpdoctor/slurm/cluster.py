@@ -146,6 +146,9 @@ def probe_peer(name: str, *, port: int, eport: int | None, expect: Sequence[str]
     out: dict[str, Any] = {"name": name, "addrs": list(r.addrs), "resolve_error": r.error,
                            "resolve_ms": round(r.duration_s * 1000, 1), "resolve_timed_out": r.timed_out}
     addr = (r.ipv4 or r.addrs or (None,))[0]
+    if r.ipv4 and len(r.ipv4) != len(r.addrs):
+        # A and AAAA: probe the address torch's c10d would try first (see dns.c10d_order, DD210)
+        addr = (dns.c10d_order(name, timeout=timeout).addrs or (addr,))[0]
     out["addr"] = addr
     if addr is None:
         return out
@@ -219,9 +222,24 @@ def settings(env: Mapping[str, str], nccl_conf: Mapping[str, str]) -> dict[str, 
     return dict(sorted(out.items()))
 
 
+KEY_ENV_PREFIXES = ("TORCH_NCCL_", "TORCH_DISTRIBUTED_", "TORCH_GLOO_", "CUDA_")
+KEY_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD", "OMP_NUM_THREADS", "PYTHONPATH")
+
+
+def key_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Variables beyond NCCL_/GLOO_ that change what a rank loads or does (the fingerprint, DD720)."""
+    return dict(sorted((k, v) for k, v in env.items() if k.startswith(KEY_ENV_PREFIXES) or k in KEY_ENV))
+
+
 def local_addrs() -> list[str]:
     from ddpdoctor.probes.nics import list_nics
     return sorted({a for n in list_nics() if not n.is_loopback for a in n.ipv4 + n.ipv6})
+
+
+def addr_mtus() -> dict[str, int]:
+    """address -> MTU of the interface carrying it (DD719 compares the MTUs nodes reach each other on)."""
+    from ddpdoctor.probes.nics import list_nics
+    return {a: n.mtu for n in list_nics() if not n.is_loopback for a in n.ipv4 + n.ipv6}
 
 
 # ----------------------------------------------------------------------------- the store
@@ -279,6 +297,13 @@ class Options:
     max_peers: int = 16
     seed: int = 0
     config_path: str | None = None
+    strategy: str = "auto"   # matrix | pairs | auto (pairs above PAIRS_ABOVE nodes)
+
+    def pairs(self, world: int) -> bool:
+        return self.strategy == "pairs" or (self.strategy == "auto" and world > PAIRS_ABOVE)
+
+
+PAIRS_ABOVE = 32  # up to this many nodes the full (or sampled) matrix; above it, two pairing rounds
 
 
 @dataclass
@@ -305,12 +330,18 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
         cfg = load(opts.config_path)
         store = connect_store(launch, hello_until - time.monotonic())
         t_store = time.monotonic()
-        hello = {"index": launch.index, "node": me, "hostname": host, "addrs": local_addrs(),
+        hello = {"index": launch.index, "node": me, "hostname": host, "addrs": local_addrs(), "addr_mtu": addr_mtus(),
                  "port": opts.port, "port_error": listener.port_error, "eport": listener.eport,
                  "eport_range": list(listener.range)}
         store.set(f"hello/{launch.index}", json.dumps(hello))
         run.hellos[launch.index] = hello
-        peers = peer_set(launch.index, launch.world, opts.max_peers, opts.seed)
+        use_pairs = opts.pairs(launch.world)
+        if use_pairs:
+            from ddpdoctor.slurm import pairing
+            r1 = pairing.round1(launch.world, opts.seed)
+            peers = sorted({b for a, b in r1 if a == launch.index} | {a for a, b in r1 if b == launch.index})
+        else:
+            peers = peer_set(launch.index, launch.world, opts.max_peers, opts.seed)
         have = wait_keys(store, [f"hello/{j}" for j in peers], hello_until)
         targets = {}
         for j in peers:
@@ -337,18 +368,35 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
         lt.start()
         t_probe = time.monotonic()
         probes = probe_all(targets, port=opts.port, me=host, timeout=opts.probe_timeout)
+        pair1 = pair_tests(probes, opts) if use_pairs else {}
         t_probed = time.monotonic()
         lt.join(max(0.0, end - time.monotonic() - 1))
         record = {**hello,
                   "versions": versions(ctx.gpus), "settings": settings(ctx.raw_env, ctx.nccl_conf),
+                  "env": key_env(ctx.raw_env),
                   "peers": peers, "probes": {str(j): p for j, p in probes.items()},
                   "local": local.get("results", []),
                   "timing": {"listen_s": round(t_listen - started, 3), "store_s": round(t_store - started, 3),
                              "probe_s": round(t_probed - t_probe, 3), "total_s": round(time.monotonic() - started, 3)}}
+        if use_pairs:
+            record["pairs1"] = pair1
         store.set(f"result/{launch.index}", json.dumps(record))
         store.add("results", 1)
         run.record = record
-        if launch.index == 0:
+        if use_pairs:
+            run.gathered = pairing_rounds(store, launch, opts, record, targets_of=lambda js: {
+                j: {"name": (run.hellos.get(j) or {}).get("node") or (launch.names[j] if launch.names else None)
+                    or _hello_name(store, j), "eport": (run.hellos.get(j) or {}).get("eport"), "hello": True,
+                    "expect": ()} for j in js}, host=host, end=end)
+            if launch.index == 0:
+                run.gathered[0] = {**run.gathered.get(0, record), "incoming": list(listener.incoming)}
+                store.set("done", "1")
+            else:
+                try:
+                    wait_keys(store, ["done"], end + 5.0, poll=0.1)
+                except Exception:  # noqa: BLE001
+                    pass
+        elif launch.index == 0:
             run.gathered = gather(store, launch.world, end - 0.5)
             run.gathered[0] = {**record, "incoming": list(listener.incoming)}
             store.set("done", "1")
@@ -367,6 +415,95 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
     finally:
         listener.close()
     return run
+
+
+def _hello_name(store, j: int) -> str | None:
+    try:
+        return (_get_json(store, f"hello/{j}") or {}).get("node")
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def pair_tests(probes: Mapping[int, dict], opts: Options) -> dict[str, dict]:
+    """This node's side of each pair test: both ports answered, then 1 MiB each way through the
+    peer's listener (probes/pathmtu.bulk) within the probe timeout: ok and seconds, per peer."""
+    from ddpdoctor.probes import pathmtu
+    out: dict[str, dict] = {}
+    lock = threading.Lock()
+
+    def one(j: int, p: dict) -> None:
+        res = {"ok": False, "seconds": 0.0, "cell": cell(p)}
+        if res["cell"] == OK and p.get("addr"):
+            b = pathmtu.bulk(p["addr"], opts.port, socket.gethostname(), deadline_s=opts.probe_timeout,
+                             connect_timeout=opts.probe_timeout)
+            res.update(ok=b.complete, seconds=round(b.up_s + b.down_s, 4),
+                       bulk={"sent_ok": b.sent_ok, "back_ok": b.back_ok, "error": b.error})
+        with lock:
+            out[str(j)] = res
+
+    threads = [threading.Thread(target=one, args=(j, p), daemon=True) for j, p in probes.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(3 * opts.probe_timeout + 2)
+    return out
+
+
+def _pair_result(recs: Mapping[int, dict], a: int, b: int, key: str):
+    from ddpdoctor.slurm.pairing import PairTest
+    sa = ((recs.get(a) or {}).get(key) or {}).get(str(b))
+    sb = ((recs.get(b) or {}).get(key) or {}).get(str(a))
+    ok = bool(sa and sb and sa["ok"] and sb["ok"])
+    return PairTest(a, b, ok, max(sa["seconds"], sb["seconds"]) if ok else 0.0,
+                    "" if ok else f"{(sa or {}).get('cell', '?')}/{(sb or {}).get('cell', '?')}")
+
+
+def pairing_rounds(store, launch: Launch, opts: Options, record: dict, *, targets_of, host: str,
+                   end: float) -> dict[int, dict]:
+    """Round 1 is done (every node published `pairs1`). The first node gathers it, plans round 2
+    (suspects with known-good partners) and publishes it; the nodes in it test their partners and
+    publish `pairs2`; the first node gathers again and judges. Returns every record (first node)."""
+    from ddpdoctor.slurm import pairing
+    me, world = launch.index, launch.world
+    mid = time.monotonic() + (end - time.monotonic()) * 0.5
+    gathered: dict[int, dict] = {}
+    if me == 0:
+        gathered = gather(store, world, mid)
+        gathered[0] = record
+        first = [_pair_result(gathered, a, b, "pairs1") for a, b in pairing.round1(world, opts.seed)]
+        failed, slow, good = pairing.suspects(first)
+        r2 = pairing.round2(failed, slow, good) if (failed or slow) else []
+        store.set("round2", json.dumps(r2))
+    else:
+        wait_keys(store, ["round2"], end - 1.0, poll=0.1)
+        r2 = json.loads(store.get("round2").decode()) if _has(store, "round2") else []
+    mine = sorted({b for a, b in r2 if a == me} | {a for a, b in r2 if b == me})
+    involved = sorted({x for pair in r2 for x in pair})
+    if mine:
+        probes2 = probe_all(targets_of(mine), port=opts.port, me=host, timeout=opts.probe_timeout)
+        rec2 = {"probes2": {str(j): p for j, p in probes2.items()}, "pairs2": pair_tests(probes2, opts)}
+        store.set(f"result2/{me}", json.dumps(rec2))
+        if me == 0:
+            record.update(rec2)
+    if me != 0:
+        return {}
+    deadline2 = end - 0.5
+    keys = [f"result2/{j}" for j in involved if j != 0]
+    wait_keys(store, keys, deadline2)
+    for j in involved:
+        if j != 0 and _has(store, f"result2/{j}") and j in gathered:
+            gathered[j].update(_get_json(store, f"result2/{j}"))
+    second = [_pair_result(gathered, a, b, "pairs2") for a, b in r2]
+    v = pairing.judge(first, second)
+    # round-2 probes join the matrix, so the usual checks see those cells too
+    for j, rec in gathered.items():
+        for k, p in (rec.get("probes2") or {}).items():
+            rec.setdefault("probes", {}).setdefault(k, p)
+    gathered[0]["pairing"] = {"round1": [[t.a, t.b, t.ok, t.seconds, t.detail] for t in first],
+                              "round2": [[t.a, t.b, t.ok, t.seconds, t.detail] for t in second],
+                              "bad": v.bad, "slow": v.slow, "cleared": v.cleared,
+                              "inconclusive": v.inconclusive, "rounds": v.rounds, "tests": v.tests}
+    return gathered
 
 
 def gather(store, world: int, until: float) -> dict[int, dict]:
@@ -428,7 +565,8 @@ class ClusterView:
     """Every node's record, judged by the DD71x checks; built on the first node (or from JSON in tests)."""
 
     def __init__(self, records: Mapping[int, dict], world: int, *, names: Sequence[str] = (), port: int = 29400,
-                 store: str = "", elapsed_s: float = 0.0):
+                 store: str = "", elapsed_s: float = 0.0, reference: Mapping[str, str] | None = None):
+        self.reference = dict(reference) if reference else None  # DD720: a fingerprint file, else the majority
         self.records = {int(k): v for k, v in records.items()}
         self.world = world
         self.port = port
@@ -505,6 +643,40 @@ class ClusterView:
                 out[k] = groups
         return out
 
+    # -- fingerprint (DD720)
+    def fingerprint(self, i: int) -> dict[str, str]:
+        """Versions, NCCL_/GLOO_ settings and key variables of node i, flattened."""
+        r = self.records.get(i) or {}
+        return {**(r.get("versions") or {}), **(r.get("settings") or {}), **(r.get("env") or {})}
+
+    def majority_fingerprint(self) -> dict[str, str]:
+        """Per key, the value most reporting nodes have (unset counts as a value)."""
+        done = [i for i in range(self.world) if self.finished(i)]
+        fps = [self.fingerprint(i) for i in done]
+        keys = sorted({k for fp in fps for k in fp})
+        out = {}
+        for k in keys:
+            (v, _), = Counter(fp.get(k, "(unset)") for fp in fps).most_common(1)
+            if v != "(unset)":
+                out[k] = v
+        return out
+
+    def fingerprint_diffs(self) -> dict[int, dict[str, tuple[str, str]]]:
+        """node -> {key: (its value, the reference's)} for keys that differ from the reference
+        (the file given, else the majority). A reference compares only the keys it names."""
+        ref = self.reference if self.reference is not None else self.majority_fingerprint()
+        out: dict[int, dict[str, tuple[str, str]]] = {}
+        for i in range(self.world):
+            if not self.finished(i):
+                continue
+            fp = self.fingerprint(i)
+            keys = ref.keys() if self.reference is not None else set(ref) | set(fp)
+            d = {k: (fp.get(k, "(unset)"), ref.get(k, "(unset)")) for k in sorted(keys)
+                 if fp.get(k, "(unset)") != ref.get(k, "(unset)")}
+            if d:
+                out[i] = d
+        return out
+
     # -- verdict per node
     def local_failures(self) -> dict[int, list[dict]]:
         out = {}
@@ -515,11 +687,19 @@ class ClusterView:
                     out[i] = bad
         return out
 
+    @property
+    def pairing(self) -> dict | None:
+        """The two pairing rounds' verdict (large clusters, slurm/pairing.py), else None."""
+        return (self.records.get(0) or {}).get("pairing")
+
     def failing(self) -> list[int]:
         """Nodes to exclude so that every remaining pair connects: missing nodes, nodes whose own
-        checks fail, then a greedy cover of the broken pairs (a pair blames the node both ends
-        share most, the receiving end on a tie: a firewall usually drops what comes in)."""
+        checks fail, the pairing rounds' bad nodes, then a greedy cover of the broken pairs (a pair
+        blames the node both ends share most, the receiving end on a tie: a firewall usually drops
+        what comes in)."""
         bad = set(self.missing) | set(self.local_failures())
+        if self.pairing:
+            bad |= set(self.pairing.get("bad") or [])
         pairs = [(p.src, p.dst) for p in self.pairs() if p.src not in bad and p.dst not in bad]
         while pairs:
             score: Counter = Counter()
