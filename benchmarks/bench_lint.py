@@ -85,6 +85,41 @@ def speed():
                 "ratio_to_target": round(best / 2.0, 3), "findings": len(res.findings)}
 
 
+def run_overhead(n: int = 7):
+    """Seconds `ddpdoctor run` adds before exec: wall(ddpdoctor run -- python noop.py) - wall(python noop.py).
+
+    Two commands: a single-node torchrun (parse + DD82x + lint; torchrun itself replaced by the noop
+    via --dry-run is not the same path, so the plain-python form is measured end to end), and a
+    multi-node torchrun command checked with --dry-run including the network pre-flight.
+    """
+    import statistics
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, "noop.py").write_text("pass\n")
+        Path(d, "train.py").write_text((CORPUS / "dev" / "pex_multinode_HEAD.py").read_text())
+
+        def wall(cmd):
+            ts = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                subprocess.run(cmd, cwd=d, env=env, capture_output=True, timeout=60)
+                ts.append(time.perf_counter() - t0)
+            return statistics.median(ts)
+
+        base = wall([sys.executable, "noop.py"])
+        via = wall([sys.executable, "-m", "ddpdoctor", "run", "--", sys.executable, "noop.py"])
+        host = __import__("socket").gethostname()
+        tr = wall([sys.executable, "-m", "ddpdoctor", "run", "--dry-run", "--", "torchrun", "--nnodes=2",
+                   "--nproc-per-node=8", "--rdzv-backend=c10d", f"--rdzv-endpoint={host}:29400", "--rdzv-id=7",
+                   "train.py"])
+        empty = wall([sys.executable, "-c", "pass"])
+    return {"python_noop_s": round(base, 3), "via_run_s": round(via, 3),
+            "overhead_before_exec_s": round(via - base, 3),
+            "torchrun_multinode_dry_run_s": round(tr - empty, 3), "target_s": 0.3}
+
+
 def main():
     out = {}
     for split in ("dev", "heldout"):
@@ -92,6 +127,8 @@ def main():
         out[split] = {"per_rule": rows, "total": total}
     out["speed"] = speed()
     out["torch_imported"] = "torch" in sys.modules
+    if "--no-run" not in sys.argv:
+        out["run"] = run_overhead()
     if "--json" in sys.argv:
         print(json.dumps(out, indent=1))
         return
@@ -106,6 +143,11 @@ def main():
     s = out["speed"]
     print(f"speed: {s['files']} files x {s['lines_each']} lines in {s['seconds']} s "
           f"({s['ratio_to_target']} of the {s['target_s']} s budget); torch imported: {out['torch_imported']}")
+    if "run" in out:
+        r = out["run"]
+        print(f"run: overhead before exec {r['overhead_before_exec_s']} s (python noop {r['python_noop_s']} s, via "
+              f"ddpdoctor run {r['via_run_s']} s); multi-node torchrun pre-flight incl. network "
+              f"{r['torchrun_multinode_dry_run_s']} s beyond interpreter start; target {r['target_s']} s")
 
 
 if __name__ == "__main__":
