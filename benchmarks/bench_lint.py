@@ -122,7 +122,7 @@ def run_overhead(n: int = 7):
 
 def main():
     out = {}
-    for split in ("dev", "heldout"):
+    for split in ("dev", "heldout", "fresh"):
         rows, total = score(split)
         out[split] = {"per_rule": rows, "total": total}
     out["speed"] = speed()
@@ -132,7 +132,7 @@ def main():
     if "--json" in sys.argv:
         print(json.dumps(out, indent=1))
         return
-    for split in ("dev", "heldout"):
+    for split in ("dev", "heldout", "fresh"):
         t = out[split]["total"]
         print(f"{split}: {t['scripts']} scripts  precision {t['precision']}  recall {t['recall']}  "
               f"(tp {t['tp']} fp {t['fp']} fn {t['fn']}); clean scripts with an error finding: "
