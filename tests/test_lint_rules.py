@@ -1,5 +1,6 @@
 """Lint rules on small scripts: each rule fires on the mistake and stays silent on the correct form."""
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +81,30 @@ def test_a_local_helper_doing_cuda_counts(tmp_path):
         """)
     assert ids(fs) == [("DL001", 4)]
     assert "main() -> build()" in fs[0].message
+
+
+def test_import_module_form_is_followed_and_binding_inside_it_counts(tmp_path):
+    (tmp_path / "dutils.py").write_text(textwrap.dedent("""\
+        import os, torch
+        import torch.distributed as dist
+        def init_distributed_mode(args):
+            if "RANK" in os.environ:
+                args.gpu = int(os.environ["LOCAL_RANK"])
+            else:
+                os.environ["MASTER_ADDR"] = "127.0.0.1"
+            dist.init_process_group("nccl")
+            torch.cuda.set_device(args.gpu)
+        """))
+    fs = lint_src(tmp_path, """\
+        import torch
+        import dutils
+        def main(args):
+            dutils.init_distributed_mode(args)
+            model = torch.nn.Linear(2, 2).cuda()
+        if __name__ == "__main__":
+            main(None)
+        """)
+    assert [(f.rule, Path(f.path).name, f.line) for f in fs] == [("DL014", "dutils.py", 8)]
 
 
 def test_an_imported_local_module_is_followed_one_level(tmp_path):
@@ -203,12 +228,18 @@ def test_local_rank_argparse_only(tmp_path):
         p = argparse.ArgumentParser()
         p.add_argument("--local_rank", type=int, default=0)
         """)
-    assert ids(fs) == [("DL009", 3)]
-    assert lint_src(tmp_path, """\
+    assert ids(fs) == [("DL009", 3)] and fs[0].severity.label == "error"
+    env = lint_src(tmp_path, """\
         import argparse, os
         p = argparse.ArgumentParser()
         p.add_argument("--local_rank", type=int, default=int(os.environ["LOCAL_RANK"]))
-        """, name="b.py") == []
+        """, name="b.py")
+    assert ids(env) == [("DL009", 3)] and env[0].severity.label == "warning"  # only launch >= 2.0 breaks
+    assert lint_src(tmp_path, """\
+        import argparse
+        p = argparse.ArgumentParser()
+        p.add_argument("--local-rank", "--local_rank", type=int)
+        """, name="c.py") == []
 
 
 def test_collective_and_ddp_forward_under_rank_zero(tmp_path):

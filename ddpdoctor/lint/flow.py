@@ -61,6 +61,11 @@ class Walker:
                 self._funcs[n] = (m, f)
             for n, c in m.classes.items():
                 self._classes[n] = (m, c)
+        # `import utils` / `import util.misc as misc`: calls `utils.f()` go to that followed module
+        self._by_modname = {}
+        for m in group.modules[1:]:
+            stem = m.path.stem if m.path.name != "__init__.py" else m.path.parent.name
+            self._by_modname.setdefault(stem, m)
 
     def run(self) -> list[Flow]:
         main = self.group.main
@@ -183,6 +188,14 @@ class Walker:
             return None
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
             owner = f.value.id
+            origin = mod.aliases.get(owner)
+            if origin is not None and origin.rsplit(".", 1)[-1] in self._by_modname:
+                target = self._by_modname[origin.rsplit(".", 1)[-1]]
+                if f.attr in target.functions:
+                    return target, target.functions[f.attr]
+                if f.attr in target.classes:
+                    return self._method_in(target, target.classes[f.attr], "__init__")
+                return None
             if owner == "self" and func is not None:
                 cls = mod.class_of(func)
                 if cls is not None:
@@ -195,6 +208,10 @@ class Walker:
 
     def _method(self, cls_name: str, meth: str):
         m, cls = self._classes[cls_name]
+        return self._method_in(m, cls, meth)
+
+    @staticmethod
+    def _method_in(m, cls, meth: str):
         for s in cls.body:
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == meth:
                 return m, s

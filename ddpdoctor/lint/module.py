@@ -55,6 +55,8 @@ class Module:
         for node in m.nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
+                    if a.name.split(".")[0] not in _KNOWN_TOP:  # `import utils`, `import util.misc as misc`
+                        m.local_imports.append((a.name, [], 0))
                     if a.asname:
                         m.aliases[a.asname] = a.name
                     else:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from functools import cached_property
 
 from ddpdoctor.lint.facts import (
@@ -188,9 +189,10 @@ RDZV_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 
 
 def _guarded_by_key(mod: Module, node: ast.AST, key: str) -> bool:
+    """Inside an `if` (or an elif chain) that asks whether a launcher variable is set: a fallback."""
     p = mod.parents.get(node)
     while p is not None and not isinstance(p, ast.Module):
-        if isinstance(p, ast.If) and any(const_str(n) == key for n in ast.walk(p.test)):
+        if isinstance(p, ast.If) and any(const_str(n) in (key, *LAUNCHER_VARS, *RDZV_VARS) for n in ast.walk(p.test)):
             return True
         p = mod.parents.get(p)
     return False
@@ -382,8 +384,9 @@ def spawn_signature(ctx: Context):
 @rule("DL009", "--local_rank parsed with argparse only", severity=E, fix="safe")
 def local_rank_argparse(ctx: Context):
     """## What it checks
-    `parser.add_argument("--local_rank", ...)` without the `--local-rank` spelling, in a script that
-    never reads `LOCAL_RANK` from the environment.
+    `parser.add_argument("--local_rank", ...)` without the `--local-rank` spelling: an error when the
+    script never reads `LOCAL_RANK` from the environment, a warning when it does (then only
+    `torch.distributed.launch` >= 2.0 breaks it).
 
     ## Why it matters
     torchrun passes no argument at all (only `LOCAL_RANK`): every rank keeps the default and uses the
@@ -397,18 +400,21 @@ def local_rank_argparse(ctx: Context):
     `--fix` adds the `--local-rank` spelling.
     """
     g = ctx.group
-    if g.env_reads & LOCAL_RANK_VARS:
-        return
+    from_env = bool(g.env_reads & LOCAL_RANK_VARS)
     for mod, call, q in g.calls:
         if isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument":
             names = [const_str(a) for a in call.args]
             if "--local_rank" in names and "--local-rank" not in names:
-                yield ctx.finding("DL009", mod, call,
-                                  "--local_rank is only an argparse option: torchrun sets LOCAL_RANK instead (every "
-                                  "rank keeps the default) and torch.distributed.launch >= 2.0 passes --local-rank",
-                                  'accept both spellings and default to os.environ["LOCAL_RANK"]',
-                                  'add_argument("--local-rank", "--local_rank", type=int, '
-                                  'default=int(os.environ.get("LOCAL_RANK", 0)))')
+                f = ctx.finding("DL009", mod, call,
+                                ("--local_rank has no --local-rank spelling: torch.distributed.launch >= 2.0 passes "
+                                 "--local-rank=N and argparse rejects it (torchrun is fine: the script reads LOCAL_RANK)")
+                                if from_env else
+                                ("--local_rank is only an argparse option: torchrun sets LOCAL_RANK instead (every "
+                                 "rank keeps the default) and torch.distributed.launch >= 2.0 passes --local-rank"),
+                                'accept both spellings and default to os.environ["LOCAL_RANK"]',
+                                'add_argument("--local-rank", "--local_rank", type=int, '
+                                'default=int(os.environ.get("LOCAL_RANK", 0)))')
+                yield dataclasses.replace(f, severity=W) if from_env else f
 
 
 def _ddp_vars(mod: Module, scope_node) -> set[str]:
@@ -421,6 +427,16 @@ def _ddp_vars(mod: Module, scope_node) -> set[str]:
                 if fn is scope_node or (key.startswith("self.") and cls is not None and c is cls) \
                         or (scope_node is None):
                     out.add(key)
+    return out
+
+
+def _module_ddp_vars(mod: Module, fn) -> set[str]:
+    """Module-level DDP models a function reads as globals (not rebound in it)."""
+    out = set()
+    for key, entries in mod.assigns.items():
+        if any(f is None and isinstance(v, ast.Call) and mod.qualname(v.func) in DDP_NAMES for v, f, _ in entries):
+            if not any(f is fn for _, f, _ in entries):
+                out.add(key)
     return out
 
 
@@ -441,7 +457,7 @@ def _collective_in(ctx, mod: Module, stmts, ddp: set[str], depth: int, func) -> 
                 if target is None:
                     continue
                 tmod, tfn = target
-                inner_ddp = set(_ddp_vars(tmod, tfn))
+                inner_ddp = set(_ddp_vars(tmod, tfn)) | _module_ddp_vars(tmod, tfn)
                 pos = [p.arg for p in tfn.args.posonlyargs + tfn.args.args]
                 off = 1 if pos and pos[0] == "self" and isinstance(node.func, ast.Attribute) else 0
                 for i, a in enumerate(node.args):
@@ -481,7 +497,7 @@ def collective_under_rank_guard(ctx: Context):
             if not isinstance(node, ast.If) or rank_test(mod, node.test) is None:
                 continue
             func = mod.function_of(node)
-            ddp = _ddp_vars(mod, func)
+            ddp = _ddp_vars(mod, func) | (_module_ddp_vars(mod, func) if func is not None else set())
             got = _collective_in(ctx, mod, node.body, ddp, 0, func)
             if got is None:
                 continue
