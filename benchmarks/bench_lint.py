@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 CORPUS = REPO / "tests" / "lint_corpus"
 
 
-def score(split: str):
+def score(split: str, kind: str | None = None):
     from ddpdoctor.lint import lint_paths
     from ddpdoctor.lint.registry import all_rules
 
@@ -31,7 +31,7 @@ def score(split: str):
     errors_on_clean = []
     n = 0
     for e in man["entries"]:
-        if e["split"] != split:
+        if e["split"] != split or (kind and e["kind"] != kind):
             continue
         n += 1
         path = CORPUS / split / e["file"]
@@ -124,7 +124,8 @@ def main():
     out = {}
     for split in ("dev", "heldout", "fresh"):
         rows, total = score(split)
-        out[split] = {"per_rule": rows, "total": total}
+        out[split] = {"per_rule": rows, "total": total,
+                      "by_kind": {k: score(split, k)[1] for k in ("verbatim", "reduced")}}
     out["speed"] = speed()
     out["torch_imported"] = "torch" in sys.modules
     if "--no-run" not in sys.argv:
@@ -137,6 +138,10 @@ def main():
         print(f"{split}: {t['scripts']} scripts  precision {t['precision']}  recall {t['recall']}  "
               f"(tp {t['tp']} fp {t['fp']} fn {t['fn']}); clean scripts with an error finding: "
               f"{len(t['clean_scripts_with_error_findings'])} {t['clean_scripts_with_error_findings']}")
+        for k, kt in out[split]["by_kind"].items():
+            if kt["scripts"]:
+                print(f"  {k:8} {kt['scripts']:3} scripts  precision {kt['precision']}  recall {kt['recall']}  "
+                      f"(tp {kt['tp']} fp {kt['fp']} fn {kt['fn']})")
         for rid, r in out[split]["per_rule"].items():
             if r["tp"] or r["fp"] or r["fn"]:
                 print(f"  {rid}  P {r['precision']!s:5}  R {r['recall']!s:5}  tp {r['tp']} fp {r['fp']} fn {r['fn']}")
