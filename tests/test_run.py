@@ -183,3 +183,10 @@ def test_the_network_preflight_checks_the_rendezvous_host(script):
                     "--rdzv-id=1", script], env={})
     assert "DD205" in failing(pf)  # the real resolver says the name does not resolve
     assert not {"DD101", "DD102", "DD103"} & {r.id for r in pf.report.results}  # nothing is listening yet
+
+
+def test_srun_on_several_nodes_with_a_single_node_torchrun(script):
+    assert failing(pre(["srun", "-N", "2", "torchrun", "--nproc-per-node=8", script])) == ["DD829"]
+    assert failing(pre(["srun", "--nodes=2", "torchrun", "--nnodes=2", "--rdzv-endpoint=n1:29400",
+                        "--rdzv-id=1", script])) == []
+    assert failing(pre(["torchrun", script], env={"SLURM_NNODES": "4"})) == []  # not through srun

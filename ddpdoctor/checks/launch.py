@@ -239,3 +239,35 @@ def legacy_launch(ctx):
         yield Finding(Severity.WARNING, "python -m torch.distributed.launch is deprecated and passes --local-rank=N "
                                         "to the script",
                       fix=Fix("use torchrun with the same options", ("torchrun " + " ".join(ctx.spec.argv[3:]),)))
+
+
+@check("DD829", "srun's node count matches torchrun's --nnodes", category="env", tags=RUN, timeout=1)
+def srun_nodes_match(ctx):
+    """## What it checks
+    `srun -N K torchrun ...` (or `--nodes=K`, or SLURM_NNODES in a job step) with K > 1 while torchrun's
+    `--nnodes` allows at most one node (its default is 1).
+
+    ## Why it matters
+    Each of the K nodes then runs its own single-node torchrun: K independent trainings that never
+    talk to each other, each writing the same checkpoints, at K times the cost — with no error.
+
+    ## Fix
+    Pass the node count to torchrun too, with a shared endpoint:
+    `--nnodes=$SLURM_NNODES --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29400 --rdzv-id=$SLURM_JOB_ID`.
+    """
+    a = _torchrun(ctx)
+    if "srun" not in ctx.spec.wrappers:
+        raise Skip("not launched through srun")
+    raw = ctx.spec.srun_opts.get("-N") or ctx.spec.srun_opts.get("--nodes") or ctx.env.get("SLURM_NNODES") or "1"
+    try:
+        k = int(str(raw).split("-")[-1])  # -N 2 or -N 2-4: the largest count
+    except ValueError:
+        raise Skip(f"srun node count {raw!r} not a number") from None
+    n = ctx.nnodes
+    if k > 1 and isinstance(n, tuple) and n[1] == 1:
+        yield Finding(Severity.ERROR, f"srun starts torchrun on {k} nodes but --nnodes={a.nnodes}: {k} separate "
+                                      "single-node trainings that never meet",
+                      fix=Fix("tell torchrun about the nodes",
+                              ("--nnodes=$SLURM_NNODES --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29400 "
+                               "--rdzv-id=$SLURM_JOB_ID",)),
+                      evidence={"srun_nodes": k, "nnodes": a.nnodes})
