@@ -27,6 +27,8 @@ LAZY_COMMANDS = {
     "smoke": "ddpdoctor.cli.smoke:smoke",
     "prolog": "ddpdoctor.cli.prolog:prolog",
     "cluster": "ddpdoctor.cli.cluster:cluster",
+    "lint": "ddpdoctor.cli.lint:lint",
+    "run": "ddpdoctor.cli.run:run",
 }
 
 

@@ -1,0 +1,67 @@
+"""`ddpdoctor lint`: static checks of distributed training scripts (rules DL001...).
+
+Python's `ast` reads the script (never importing it, nor torch); each file is linted together with
+the local modules it imports (one level), so a helper in `utils.py` that calls `.cuda()` counts.
+`fix.py` writes safe fixes back with LibCST so formatting and comments survive.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ddpdoctor.lint.registry import LintFinding, all_rules, select as select_rules
+from ddpdoctor.lint.source import InputProblem, expand, follow_imports, load
+
+
+@dataclass
+class LintResult:
+    findings: list[LintFinding] = field(default_factory=list)
+    problems: list[InputProblem] = field(default_factory=list)
+    files: int = 0
+    crashes: list[str] = field(default_factory=list)  # a rule that raised: a ddpdoctor bug, reported
+    duration_s: float = 0.0
+
+
+def lint_paths(paths, select=(), ignore=()) -> LintResult:
+    from ddpdoctor.lint.facts import Group
+    from ddpdoctor.lint.rules import Context
+
+    t0 = time.monotonic()
+    rules = select_rules(select, ignore)
+    res = LintResult()
+    files, res.problems = expand(paths)
+    cache: dict = {}
+    seen = set()
+    for path in files:
+        mod = load(path)
+        if isinstance(mod, InputProblem):
+            res.problems.append(mod)
+            continue
+        res.files += 1
+        group = Group([mod] + follow_imports(mod, cache))
+        ctx = Context(group)
+        by_path = {m.display: m for m in group.modules}
+        for r in rules:
+            try:
+                found = list(r.func(ctx))
+            except RecursionError:
+                res.crashes.append(f"{path}: {r.id} gave up (nesting too deep)")
+                continue
+            except Exception as e:  # noqa: BLE001 - one rule's bug must not stop the others
+                res.crashes.append(f"{path}: {r.id} crashed (ddpdoctor bug, please report): {type(e).__name__}: {e}")
+                continue
+            for f in found:
+                m = by_path.get(f.path)
+                if m is not None and m.noqa(f.line, f.rule):
+                    continue
+                key = (f.file, f.line, f.rule)
+                if key in seen:
+                    continue
+                seen.add(key)
+                res.findings.append(f)
+    res.findings.sort(key=lambda f: (f.path, f.line, f.rule))
+    res.duration_s = time.monotonic() - t0
+    return res
+
+
+__all__ = ["LintResult", "lint_paths", "all_rules"]
