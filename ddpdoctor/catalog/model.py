@@ -49,6 +49,7 @@ GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", 
 class Signature:
     """One log line pattern and how strongly it points at its failure mode.
 
+    `name` (UPPER_SNAKE) is how rules and docs refer to a signature, never by a piece of its pattern.
     `pattern` is a Python regular expression searched in one log line (ANSI colours removed,
     no line ending). `weight` (0-1) is the confidence one match gives on its own; matches of
     several signatures of one failure mode combine. `example` is a real or template line the
@@ -65,6 +66,7 @@ class Signature:
     example: str = ""
     note: str = ""
     trigger: str | tuple[str, ...] = ""
+    name: str = ""  # unique within its failure mode: the ranker's cross-line rules refer to it by name
 
     def __post_init__(self):
         if self.role not in ROLES:
