@@ -71,7 +71,7 @@ def test_signature_matches_its_example_through_its_trigger(fm: FailureMode, i: i
     assert re.search(sig.pattern, sig.example), f"{fm.id} signature {i} does not match its example"
     assert any(t in sig.example.lower() for t in sig.triggers), f"{fm.id} #{i}: trigger {sig.triggers} not in example"
     for t in sig.triggers:
-        assert any(g in t for g in GATES), f"{fm.id} #{i}: trigger {t!r} contains no gate word"
+        assert len(t.strip()) >= 4, f"{fm.id} #{i}: trigger {t!r} is too short to be rare"
 
 
 @pytest.mark.parametrize("fm,i,sig", [x for x in SIGNATURES if x[2].role == "cause"],
@@ -85,10 +85,17 @@ def test_example_line_alone_names_its_failure_mode(fm, i, sig):
     assert fm.id in ids[:3], (fm.id, i, ids)
 
 
-def test_gate_words_stay_few_because_each_is_a_pass_over_the_log():
+def test_gates_are_rare_in_healthy_logs_because_every_gated_line_is_looked_at_again():
+    # A new signature needs no edit of GATES: its trigger becomes a gate when it holds no shared word.
+    # What must hold is that gates stay rare in healthy output, or every line becomes a candidate.
+    from pathlib import Path
     m = default_matcher()
-    assert set(m.gates) == {g.encode() for g in GATES}, "a trigger without a gate word adds a pass"
-    assert len(GATES) <= 30
+    assert {g.encode() for g in GATES} <= set(m.gates)
+    lines = [ln.lower().encode() for p in sorted((Path(__file__).parent / "logs" / "none").iterdir())
+             for ln in p.read_text(errors="replace").splitlines()]
+    for gate in m.gates:
+        hits = sum(gate in ln for ln in lines)
+        assert hits <= max(3, len(lines) // 5), (gate, hits)  # these logs are mostly start-up echo
 
 
 def test_required_literal_prefers_runs_with_a_gate_word():
