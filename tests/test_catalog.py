@@ -93,9 +93,9 @@ def test_gates_are_rare_in_healthy_logs_because_every_gated_line_is_looked_at_ag
     assert {g.encode() for g in GATES} <= set(m.gates)
     lines = [ln.lower().encode() for p in sorted((Path(__file__).parent / "logs" / "none").iterdir())
              for ln in p.read_text(errors="replace").splitlines()]
-    for gate in m.gates:
+    for gate in set(m.gates) - {g.encode() for g in GATES}:  # the shared ones are measured by the benchmark
         hits = sum(gate in ln for ln in lines)
-        assert hits <= max(3, len(lines) // 5), (gate, hits)  # these logs are mostly start-up echo
+        assert hits <= max(3, len(lines) // 20), (gate, hits)
 
 
 def test_required_literal_prefers_runs_with_a_gate_word():
