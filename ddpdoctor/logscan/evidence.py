@@ -97,7 +97,7 @@ class Collector:
 
     def _add_fact(self, rule: Rule, groups: dict, lm: LineMatch) -> None:
         name = rule.fact.name  # type: ignore[union-attr]
-        if name in ("exception", "torchrun_failed"):
+        if name in ("exception", "torchrun_failed", "traceback"):
             self.failed = True
         if name == "root_cause":
             self._in_summary = lm.line

@@ -63,6 +63,9 @@ FACTS = (
     Fact("summary_exit", r"^\s*exitcode\s{2,}: (?P<code>-?\d+)", example="  exitcode  : 1 (pid: 9240)"),
     Fact("torchrun_failed", r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+)",
          example="E1121 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 9240) of binary: /usr/bin/python"),
+    # A traceback is a failure even when the paste stops before its last line (users often cut it).
+    Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
+         example="Traceback (most recent call last):"),
     # The last line of a Python traceback: `SomeError: message` (with or without a module path).
     Fact("exception", r"^(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error)(?::|$)", trigger="error",
          example="RuntimeError: something went wrong"),
