@@ -194,3 +194,13 @@ def test_a_bad_mode_file_is_a_clear_error_naming_the_file(tmp_path, edit, messag
     with pytest.raises(load.CatalogError) as e:
         load.load_catalog(modes, tmp_path / "shared.toml")
     assert "MY_NEW_FAILURE.toml" in str(e.value) and message in str(e.value), str(e.value)
+
+
+def test_the_example_in_the_authoring_guide_loads(tmp_path):
+    text = (Path(__file__).parents[1] / "docs" / "writing-a-failure-mode.md").read_text()
+    start = text.index("```toml") + len("```toml")
+    example = text[start:text.index("```", start)]
+    modes = _copy_catalog(tmp_path)
+    (modes / "HOSTNAME_RESOLVES_TO_LOOPBACK.toml").write_text(example)
+    fm = load.load_catalog(modes, tmp_path / "shared.toml")["HOSTNAME_RESOLVES_TO_LOOPBACK"]
+    assert [s.name for s in fm.signatures] == ["REMOTE_LOOPBACK", "STORE_CONNECT_TIMEOUT"]
