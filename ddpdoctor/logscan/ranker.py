@@ -6,9 +6,10 @@ independent evidence (1 - prod(1 - w)), plus what the cross-line rules (rules.py
 * consequences (collective timeouts, a dead store host, a generic NCCL system error) are demoted
   when the log also shows a root cause, and say which one;
 * failure modes seen only through clues (INFO lines) are dropped when the log shows no failure;
-* order: by confidence, except that of two diagnoses within 0.05 of each other the one with the
-  earlier evidence goes first — the first specific error is usually the cause and what follows
-  its consequence.
+* order: by confidence, except that of two related diagnoses (one lists the other, or one
+  category) within 0.05 of each other the one with the earlier evidence goes first — the first
+  specific error is usually the cause and what follows its consequence. Between unrelated modes
+  line order proves nothing: a near-tie is said to be one (a note), not decided by position.
 
 The cross-line rules live in rules.py; the bounded per-signature tallies in evidence.py.
 """
@@ -58,6 +59,20 @@ def _combine(weights: Iterable[float]) -> float:
     for w in weights:
         p *= 1.0 - w
     return min(MAX_CONFIDENCE, 1.0 - p)
+
+
+def _related(a: FailureMode, b: FailureMode) -> bool:
+    """Line order only says which came first among modes of one story (one lists the other, or they share a
+    category); between unrelated modes it says nothing about the cause (issue 11)."""
+    return b.id in a.related or a.id in b.related or a.category == b.category
+
+
+def _mark_ties(out: list[Diagnosis]) -> None:
+    # Unrelated modes within CLOSE: say the log does not decide, rather than let the order pretend it does.
+    for a, b in zip(out, out[1:]):
+        if a.confidence - b.confidence <= CLOSE and not _related(a.failure, b.failure) and a.confidence >= 0.35:
+            a.notes.append(f"about as likely as {b.failure.id}: this log does not decide between them; "
+                           f"`ddpdoctor explain {b.failure.id}` says what would confirm it")
 
 
 def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]:
@@ -115,7 +130,7 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
                 d.confidence *= 0.6
                 d.consequence_of = top.failure.id
     out = [d for d in out if d.confidence >= MIN_CONFIDENCE]
-    out.sort(key=lambda d: (-d.confidence, d.first_line))
+    out.sort(key=lambda d: (-d.confidence, d.failure.id))  # a neutral order; line order only among related modes, below
     # Among causes within CLOSE of each other, the earlier evidence goes first: the first specific error
     # is usually the cause, and what follows it its fallout.
     for _ in range(len(out)):
@@ -123,11 +138,12 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
         for i in range(len(out) - 1):
             a, b = out[i], out[i + 1]
             if (a.failure.kind == b.failure.kind and a.confidence - b.confidence <= CLOSE
-                    and b.first_line < a.first_line):
+                    and b.first_line < a.first_line and _related(a.failure, b.failure)):
                 out[i], out[i + 1] = b, a
                 moved = True
         if not moved:
             break
+    _mark_ties(out)
     return out
 
 
