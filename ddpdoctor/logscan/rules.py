@@ -16,7 +16,10 @@ Cross-line rules (each cites why):
 * several NCCL versions in one job -> NCCL_VERSION_MISMATCH_ACROSS_NODES;
 * the same group_rank reported by two hosts -> NODE_RANK_DUPLICATED;
 * Gloo's connect timing out on every host, with no loopback address involved -> FIREWALL_BLOCKS_PORTS;
-* a collective that hung on GeForce GPUs -> CONSUMER_GPU_P2P_BROKEN (then NCCL_P2P_ACS_IOMMU_HANG).
+* a collective that hung on GeForce GPUs -> CONSUMER_GPU_P2P_BROKEN (then NCCL_P2P_ACS_IOMMU_HANG);
+* a CUDA out-of-memory error in a log whose traceback passes through barrier() -> GPU0_EXTRA_MEMORY (the
+  generic OOM is a symptom; its call site says the memory went to NCCL contexts on a shared GPU, not to
+  the model: distributed_c10d.py barrier picks a GPU when the process never called set_device).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ SIGNATURES_USED = (
     ("NCCL_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG"),
     ("FIREWALL_BLOCKS_PORTS", "CONNECTFULLMESH_FAILED"),
     ("CONSUMER_GPU_P2P_BROKEN", "GEFORCE_RTX_40"),
+    ("GPU0_EXTRA_MEMORY", "BARRIER_CALL_SITE"),
 )
 
 
@@ -52,6 +56,8 @@ def _unresolved_hosts(col: Collector) -> set[str]:
 
 def explained_hits(col: Collector) -> tuple[set[tuple[str, int]], dict[str, list[str]]]:
     """Signature hits that are consequences of other lines in the same log, and notes for the causes.
+
+    * A CUDA out-of-memory error in a traceback through barrier(): ranks share a GPU (GPU0_EXTRA_MEMORY).
 
     * A connect to host H that timed out, when H itself did not resolve: the lookup failure is the
       cause (c10d retries the lookup until its timeout, then reports the connect timeout).
@@ -79,6 +85,12 @@ def explained_hits(col: Collector) -> tuple[set[tuple[str, int]], dict[str, list
             out.add(key)  # Gloo's own fallback to 127.0.0.1 (the hostname did not resolve), not /etc/hosts
             notes.setdefault("HOSTNAME_UNRESOLVABLE", []).append(
                 "peers were refused at 127.0.0.1: Gloo fell back to loopback because the hostname did not resolve")
+    # A CUDA OOM raised inside barrier(): the generic symptom is explained by ranks sharing one GPU.
+    if any(fid == "GPU0_EXTRA_MEMORY" and st.signature.name == "BARRIER_CALL_SITE" for (fid, _), st in col.sigs.items()):
+        for key in col.sigs:
+            if key[0] == "GPU_OUT_OF_MEMORY":
+                out.add(key)
+                notes.setdefault("GPU0_EXTRA_MEMORY", [])  # the rule below says why
     return out, notes
 
 
@@ -171,3 +183,11 @@ def cross_line_rules(col: Collector, add) -> None:
         add("CONSUMER_GPU_P2P_BROKEN", 0.35, "a collective hung on GeForce GPUs, whose P2P transport is often broken",
             hang[:1])
         add("NCCL_P2P_ACS_IOMMU_HANG", 0.2, "a collective hung on a single node's GPUs", hang[:1])
+
+    # An out-of-memory error raised inside barrier(): ranks share a GPU for their NCCL contexts.
+    oom = col.sig_evidence(["GPU_OUT_OF_MEMORY"])  # explained (not ranked) by this rule: see explained_hits
+    barrier = col.sig_evidence(["GPU0_EXTRA_MEMORY"], "BARRIER_CALL_SITE")
+    if oom and barrier:
+        add("GPU0_EXTRA_MEMORY", 0.6, "the GPU ran out of memory inside barrier(), before the job's own tensors: "
+            "every rank created its NCCL context on one shared GPU (no torch.cuda.set_device(local_rank))",
+            barrier[:1] + oom[:1])
