@@ -17,6 +17,8 @@ Cross-line rules (each cites why):
 * the same group_rank reported by two hosts -> NODE_RANK_DUPLICATED;
 * Gloo's connect timing out on every host, with no loopback address involved -> FIREWALL_BLOCKS_PORTS;
 * a collective that hung on GeForce GPUs -> CONSUMER_GPU_P2P_BROKEN (then NCCL_P2P_ACS_IOMMU_HANG);
+* one pid holding memory on several GPUs in a pasted nvidia-smi process table -> GPU0_EXTRA_MEMORY
+  (a rank touches a GPU not its own: CUDA context or tensors on cuda:0 before set_device);
 * a CUDA out-of-memory error in a log whose traceback passes through barrier() -> GPU0_EXTRA_MEMORY (the
   generic OOM is a symptom; its call site says the memory went to NCCL contexts on a shared GPU, not to
   the model: distributed_c10d.py barrier picks a GPU when the process never called set_device).
@@ -54,10 +56,18 @@ def _unresolved_hosts(col: Collector) -> set[str]:
     return out
 
 
+def _pids_on_several_gpus(col: Collector) -> dict[str, set[str]]:
+    gpus_of: dict[str, set[str]] = {}
+    for v in col.facts.get("gpu_process", []):
+        gpus_of.setdefault(v.value.get("pid", ""), set()).add(v.value.get("gpu", ""))
+    return {pid: g for pid, g in gpus_of.items() if len(g) >= 2}
+
+
 def explained_hits(col: Collector) -> tuple[set[tuple[str, int]], dict[str, list[str]]]:
     """Signature hits that are consequences of other lines in the same log, and notes for the causes.
 
-    * A CUDA out-of-memory error in a traceback through barrier(): ranks share a GPU (GPU0_EXTRA_MEMORY).
+    * A CUDA out-of-memory error with a traceback through barrier() or pids on several GPUs in a pasted
+      nvidia-smi: ranks share a GPU (GPU0_EXTRA_MEMORY).
 
     * A connect to host H that timed out, when H itself did not resolve: the lookup failure is the
       cause (c10d retries the lookup until its timeout, then reports the connect timeout).
@@ -85,8 +95,10 @@ def explained_hits(col: Collector) -> tuple[set[tuple[str, int]], dict[str, list
             out.add(key)  # Gloo's own fallback to 127.0.0.1 (the hostname did not resolve), not /etc/hosts
             notes.setdefault("HOSTNAME_UNRESOLVABLE", []).append(
                 "peers were refused at 127.0.0.1: Gloo fell back to loopback because the hostname did not resolve")
-    # A CUDA OOM raised inside barrier(): the generic symptom is explained by ranks sharing one GPU.
-    if any(fid == "GPU0_EXTRA_MEMORY" and st.signature.name == "BARRIER_CALL_SITE" for (fid, _), st in col.sigs.items()):
+    # A CUDA OOM raised inside barrier(), or with pids on several GPUs in a pasted nvidia-smi: the generic
+    # symptom is explained by ranks sharing a GPU.
+    if _pids_on_several_gpus(col) or any(fid == "GPU0_EXTRA_MEMORY" and st.signature.name == "BARRIER_CALL_SITE"
+                                         for (fid, _), st in col.sigs.items()):
         for key in col.sigs:
             if key[0] == "GPU_OUT_OF_MEMORY":
                 out.add(key)
@@ -191,3 +203,13 @@ def cross_line_rules(col: Collector, add) -> None:
         add("GPU0_EXTRA_MEMORY", 0.6, "the GPU ran out of memory inside barrier(), before the job's own tensors: "
             "every rank created its NCCL context on one shared GPU (no torch.cuda.set_device(local_rank))",
             barrier[:1] + oom[:1])
+
+    # nvidia-smi pasted: one pid on several GPUs.
+    multi = _pids_on_several_gpus(col)
+    if multi:
+        pid, gpus = sorted(multi.items())[0]
+        evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts["gpu_process"]
+               if v.value.get("pid") in multi][:4]
+        add("GPU0_EXTRA_MEMORY", 0.6 if len(multi) >= 2 else 0.5,
+            f"nvidia-smi shows {len(multi)} process(es) on several GPUs (pid {pid} on GPUs {', '.join(sorted(gpus))}): "
+            "a rank allocates on a GPU other than its own", evs)
