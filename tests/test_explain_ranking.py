@@ -139,3 +139,11 @@ def test_a_tie_between_unrelated_modes_is_said_and_not_decided_by_line_order():
         assert any("does not decide" in n for n in top[0].notes)
         orders.append([d.failure.id for d in top])
     assert orders[0] == orders[1], "line order decided a tie between unrelated modes"
+
+
+def test_kubernetes_markers_shift_an_unresolved_name_towards_dns_not_ready():
+    lookup = "ValueError: host not found: Name or service not known\n"
+    plain = [d.failure.id for d in explain_stream(io.BytesIO(lookup.encode())).diagnoses]
+    on_k8s = explain_stream(io.BytesIO(("$ kubectl logs train-worker-0\n" + lookup).encode())).diagnoses
+    assert plain[0] == "HOSTNAME_UNRESOLVABLE"
+    assert on_k8s[0].failure.id == "K8S_DNS_NOT_READY" and any("Kubernetes" in n for n in on_k8s[0].notes)

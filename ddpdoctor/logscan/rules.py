@@ -17,6 +17,9 @@ Cross-line rules (each cites why):
 * the same group_rank reported by two hosts -> NODE_RANK_DUPLICATED;
 * Gloo's connect timing out on every host, with no loopback address involved -> FIREWALL_BLOCKS_PORTS;
 * a collective that hung on GeForce GPUs -> CONSUMER_GPU_P2P_BROKEN (then NCCL_P2P_ACS_IOMMU_HANG);
+* a name that does not resolve in a log with Kubernetes markers (kubectl, .svc names, PyTorchJob pod
+  names) -> K8S_DNS_NOT_READY (a pod's DNS record exists only once the pod runs: the master's service
+  name fails to resolve while workers start first);
 * one pid holding memory on several GPUs in a pasted nvidia-smi process table -> GPU0_EXTRA_MEMORY
   (a rank touches a GPU not its own: CUDA context or tensors on cuda:0 before set_device);
 * a CUDA out-of-memory error in a log whose traceback passes through barrier() -> GPU0_EXTRA_MEMORY (the
@@ -45,6 +48,7 @@ SIGNATURES_USED = (
     ("FIREWALL_BLOCKS_PORTS", "CONNECTFULLMESH_FAILED"),
     ("CONSUMER_GPU_P2P_BROKEN", "GEFORCE_RTX_40"),
     ("GPU0_EXTRA_MEMORY", "BARRIER_CALL_SITE"),
+    ("HOSTNAME_UNRESOLVABLE", "HOST_NOT_FOUND"), ("HOSTNAME_UNRESOLVABLE", "GAI_ERROR"),
 )
 
 
@@ -213,3 +217,13 @@ def cross_line_rules(col: Collector, add) -> None:
         add("GPU0_EXTRA_MEMORY", 0.6 if len(multi) >= 2 else 0.5,
             f"nvidia-smi shows {len(multi)} process(es) on several GPUs (pid {pid} on GPUs {', '.join(sorted(gpus))}): "
             "a rank allocates on a GPU other than its own", evs)
+
+
+    # Kubernetes markers and a name that does not resolve: the pod's DNS record is not there yet.
+    k8s = col.facts.get("kubernetes", [])
+    lookup = col.sig_evidence(["HOSTNAME_UNRESOLVABLE"], "HOST_NOT_FOUND") + \
+        col.sig_evidence(["HOSTNAME_UNRESOLVABLE"], "GAI_ERROR")
+    if k8s and lookup:
+        v = k8s[0]
+        add("K8S_DNS_NOT_READY", 0.35, f"the job runs on Kubernetes ({v.text.strip()[:80]}): a pod's name resolves "
+            "only once that pod runs", [Evidence(v.line, v.text, v.host, v.rank)] + lookup[:1])
