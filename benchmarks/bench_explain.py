@@ -155,8 +155,11 @@ def real_accuracy(verbose: bool) -> dict:
         b = _score(rec, b_ids, b_unknown, known)
         for key in (rec["split"], f"{rec['split']}:{rec['project']}"):
             c = out.setdefault(key, {"logs": 0, "top1": 0, "top3": 0, "alt1": 0, "b_top1": 0, "b_top3": 0,
-                                     "abstain": 0})
+                                     "abstain": 0, "named_top1": 0, "b_named_top1": 0})
             c["logs"] += 1
+            named = not (rec["label"] == "UNKNOWN" or rec["label"] not in known)
+            c["named_top1"] += named and m[0]
+            c["b_named_top1"] += named and b[0]
             c["abstain"] += rec["label"] == "UNKNOWN" or rec["label"] not in known
             c["top1"] += m[0]
             c["top3"] += m[1]
@@ -188,6 +191,9 @@ def print_real(acc: dict, per_project: bool) -> None:
               f"top-1 incl. alt labels {_pct(c['alt1'], c['logs'])}")
         print(f"  baseline  top-1 {_pct(c['b_top1'], c['logs'])}   top-3 {_pct(c['b_top3'], c['logs'])}   "
               f"(plain token matcher, same catalog)")
+        named = c["logs"] - c["abstain"]
+        print(f"  on the {named} logs with a catalog mode: explain top-1 {_pct(c['named_top1'], named)}   "
+              f"baseline top-1 {_pct(c['b_named_top1'], named)}")
         if per_project:
             for key in sorted(k for k in acc if k.startswith(split + ":")):
                 p = acc[key]
