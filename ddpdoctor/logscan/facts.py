@@ -69,9 +69,9 @@ FACTS = (
          r"(?P<name>\S+)\s+(?P<mem>\d+)\s?MiB\s*\|", trigger="mib |",
          example="|    0   N/A  N/A     12345      C   /usr/bin/python                  1234MiB |"),
     # Platform markers (they shift odds, never decide alone): Kubernetes - kubectl in a paste, service DNS
-    # names (.svc, .svc.cluster.local), Kubeflow PyTorchJob pod names <job>-master-N / <job>-worker-N.
-    Fact("kubernetes", r"\bkubectl\s|\.svc(?:\.cluster\.local)?\b|\b[a-z0-9][a-z0-9-]*-(?:master|worker)-\d+\b",
-         trigger=("kubectl", ".svc", "-worker-", "master"), example="$ kubectl logs optimizer-worker-0"),
+    # names (.svc, .svc.cluster.local), Kubeflow PyTorchJob pod names <job>-master-N (rides the 'master' gate).
+    Fact("kubernetes", r"\bkubectl\s|\.svc(?:\.cluster\.local)?\b|\b[a-z0-9][a-z0-9-]*-master-\d+\b",
+         trigger=("kubectl", ".svc", "master"), example="$ kubectl logs optimizer-worker-0"),
     # A traceback is a failure even when the paste stops before its last line (users often cut it).
     Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
          example="Traceback (most recent call last):"),
