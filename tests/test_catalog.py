@@ -71,7 +71,7 @@ def test_signature_matches_its_example_through_its_trigger(fm: FailureMode, i: i
     assert re.search(sig.pattern, sig.example), f"{fm.id} signature {i} does not match its example"
     assert any(t in sig.example.lower() for t in sig.triggers), f"{fm.id} #{i}: trigger {sig.triggers} not in example"
     for t in sig.triggers:
-        assert any(g in t for g in GATES), f"{fm.id} #{i}: trigger {t!r} contains no gate word"
+        assert len(t.strip()) >= 4, f"{fm.id} #{i}: trigger {t!r} is too short to be rare"
 
 
 @pytest.mark.parametrize("fm,i,sig", [x for x in SIGNATURES if x[2].role == "cause"],
@@ -85,10 +85,17 @@ def test_example_line_alone_names_its_failure_mode(fm, i, sig):
     assert fm.id in ids[:3], (fm.id, i, ids)
 
 
-def test_gate_words_stay_few_because_each_is_a_pass_over_the_log():
+def test_gates_are_rare_in_healthy_logs_because_every_gated_line_is_looked_at_again():
+    # A new signature needs no edit of GATES: its trigger becomes a gate when it holds no shared word.
+    # What must hold is that gates stay rare in healthy output, or every line becomes a candidate.
+    from pathlib import Path
     m = default_matcher()
-    assert set(m.gates) == {g.encode() for g in GATES}, "a trigger without a gate word adds a pass"
-    assert len(GATES) <= 30
+    assert {g.encode() for g in GATES} <= set(m.gates)
+    lines = [ln.lower().encode() for p in sorted((Path(__file__).parent / "logs" / "none").iterdir())
+             for ln in p.read_text(errors="replace").splitlines()]
+    for gate in set(m.gates) - {g.encode() for g in GATES}:  # the shared ones are measured by the benchmark
+        hits = sum(gate in ln for ln in lines)
+        assert hits <= max(3, len(lines) // 20), (gate, hits)
 
 
 def test_required_literal_prefers_runs_with_a_gate_word():
@@ -108,3 +115,92 @@ def test_failures_for_check_is_the_inverse_of_checks():
     for fm in FAILURES:
         for c in fm.checks:
             assert fm in catalog.failures_for_check(c)
+
+
+# -- the catalog as data (catalog/modes/*.toml, catalog/load.py)
+
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from ddpdoctor.catalog import load  # noqa: E402
+from ddpdoctor.logscan.rules import SIGNATURES_USED  # noqa: E402
+
+
+def test_every_mode_is_one_toml_file_named_for_its_id():
+    files = sorted(p.stem for p in load.MODES_DIR.glob("*.toml"))
+    assert files == sorted(catalog.failures()), "one file per failure mode, named <ID>.toml"
+
+
+def test_signature_names_are_unique_within_a_mode():
+    for fm in FAILURES:
+        names = [s.name for s in fm.signatures]
+        assert all(names) and len(set(names)) == len(names), fm.id
+
+
+def test_cross_line_rules_refer_only_to_signatures_that_exist():
+    by_mode = {fm.id: {s.name for s in fm.signatures} for fm in FAILURES}
+    every = set().union(*by_mode.values())
+    for fid, name in SIGNATURES_USED:
+        assert name in (every if fid == "*" else by_mode[fid]), (fid, name)
+
+
+def _copy_catalog(tmp_path: Path) -> Path:
+    modes = tmp_path / "modes"
+    shutil.copytree(load.MODES_DIR, modes)
+    shutil.copy(load.SHARED_FILE, tmp_path / "shared.toml")
+    return modes
+
+
+GOOD = """id = 'MY_NEW_FAILURE'
+title = 't'
+category = 'gpu'
+summary = 's'
+cause = 'c'
+[fix]
+summary = 'f'
+[[signatures]]
+name = 'MY_ERROR'
+pattern = 'my special error (?P<n>\\d+)'
+weight = 0.7
+example = 'RuntimeError: my special error 42'
+"""
+
+
+def test_a_new_mode_is_one_file_and_no_constant(tmp_path):
+    modes = _copy_catalog(tmp_path)
+    (modes / "MY_NEW_FAILURE.toml").write_text(GOOD)
+    cat = load.load_catalog(modes, tmp_path / "shared.toml")
+    assert cat["MY_NEW_FAILURE"].signatures[0].name == "MY_ERROR"
+    assert cat["MY_NEW_FAILURE"].signatures[0].trigger == "my special error "
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda t: t + "\nbogus = 1\n", "unknown key 'bogus'"),
+    (lambda t: t.replace("weight = 0.7", "weight = 'high'"), "'weight' has the wrong type"),
+    (lambda t: t.replace("weight = 0.7", "weight = 1.5"), "out of (0, 1]"),
+    (lambda t: t.replace("(?P<n>\\d+)", "(?P<n>\\d+"), "bad pattern"),
+    (lambda t: t.replace("42'", "x'"), "does not match its example"),
+    (lambda t: t.replace("category = 'gpu'", "category = 'gpus'"), "category 'gpus'"),
+    (lambda t: t.replace("cause = 'c'\n", ""), "missing 'cause'"),
+    (lambda t: t.replace("pattern = ", "use = 'NO_SUCH'\npattern = "), "exactly one of 'pattern' or 'use'"),
+    (lambda t: t.replace("pattern = 'my special error (?P<n>\\d+)'", "use = 'NO_SUCH'"), "not in shared.toml"),
+    (lambda t: t + t[t.index("[[signatures]]"):], "used twice"),
+    (lambda t: t.replace("id = 'MY_NEW_FAILURE'", "id = 'OTHER_FAILURE'"), "differs from the file name"),
+    (lambda t: t.replace("[fix]", "[fix\n"), "not valid TOML"),
+])
+def test_a_bad_mode_file_is_a_clear_error_naming_the_file(tmp_path, edit, message):
+    modes = _copy_catalog(tmp_path)
+    (modes / "MY_NEW_FAILURE.toml").write_text(edit(GOOD))
+    with pytest.raises(load.CatalogError) as e:
+        load.load_catalog(modes, tmp_path / "shared.toml")
+    assert "MY_NEW_FAILURE.toml" in str(e.value) and message in str(e.value), str(e.value)
+
+
+def test_the_example_in_the_authoring_guide_loads(tmp_path):
+    text = (Path(__file__).parents[1] / "docs" / "writing-a-failure-mode.md").read_text()
+    start = text.index("```toml") + len("```toml")
+    example = text[start:text.index("```", start)]
+    modes = _copy_catalog(tmp_path)
+    (modes / "HOSTNAME_RESOLVES_TO_LOOPBACK.toml").write_text(example)
+    fm = load.load_catalog(modes, tmp_path / "shared.toml")["HOSTNAME_RESOLVES_TO_LOOPBACK"]
+    assert [s.name for s in fm.signatures] == ["REMOTE_LOOPBACK", "STORE_CONNECT_TIMEOUT"]

@@ -119,3 +119,31 @@ def test_unknown_log_says_so_and_points_at_the_first_error():
     ex = explain("epoch 1\nValueError: my dataset is empty\nepoch 2\n")
     assert ex.diagnoses == []
     assert ex.first_error.line == 2 and "my dataset is empty" in ex.first_error.text
+
+
+def _example(failure_id: str, name: str) -> str:
+    from ddpdoctor import catalog
+    return next(s.example for s in catalog.get(failure_id).signatures if s.name == name)
+
+
+def test_a_tie_between_unrelated_modes_is_said_and_not_decided_by_line_order():
+    # Two specific errors of unrelated modes, equally strong: whichever the user pasted first must not
+    # win on position alone, and the report says the log does not decide.
+    a = _example("LAUNCHER_NOT_ON_PATH", "NOT_FOUND")
+    b = _example("NCCL_SHM_TOO_SMALL", "POSIX_FALLOCATE_FAILED_NO_SPACE")
+    orders = []
+    for first, second in ((a, b), (b, a)):
+        diags = explain_stream(io.BytesIO(f"{first}\n{second}\n".encode())).diagnoses
+        top = diags[:2]
+        assert {d.failure.id for d in top} == {"LAUNCHER_NOT_ON_PATH", "NCCL_SHM_TOO_SMALL"}
+        assert any("does not decide" in n for n in top[0].notes)
+        orders.append([d.failure.id for d in top])
+    assert orders[0] == orders[1], "line order decided a tie between unrelated modes"
+
+
+def test_kubernetes_markers_shift_an_unresolved_name_towards_dns_not_ready():
+    lookup = "ValueError: host not found: Name or service not known\n"
+    plain = [d.failure.id for d in explain_stream(io.BytesIO(lookup.encode())).diagnoses]
+    on_k8s = explain_stream(io.BytesIO(("$ kubectl logs train-worker-0\n" + lookup).encode())).diagnoses
+    assert plain[0] == "HOSTNAME_UNRESOLVABLE"
+    assert on_k8s[0].failure.id == "K8S_DNS_NOT_READY" and any("Kubernetes" in n for n in on_k8s[0].notes)

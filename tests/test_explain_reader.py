@@ -155,6 +155,10 @@ def test_memmem_and_bytes_find_scanners_agree_on_the_corpus():
     ("[1,5]<stderr>:RuntimeError: boom", None, 5),
     ("7: Traceback (most recent call last):", None, 7),
     ("[default2]:RuntimeError: boom", None, 2),
+    ("[trainer1]:[rank5]: RuntimeError: boom", None, 5),   # torchrun --role trainer --tee: global rank wins
+    ("[trainer1]:RuntimeError: boom", None, 1),
+    ("(RayTrainWorker pid=4242, ip=10.0.0.5) [rank1]: RuntimeError: boom", "10.0.0.5", 1),
+    ("(RayTrainWorker pid=4242) RuntimeError: boom", None, None),
     ("RuntimeError: boom", None, None),
     ("main.py: error: unrecognized arguments: --local-rank=0", None, None),
     ("[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout", None, 1),

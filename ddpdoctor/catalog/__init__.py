@@ -9,24 +9,16 @@ from __future__ import annotations
 
 from ddpdoctor.catalog.model import CONSEQUENCE, ROOT, Confirm, FailureMode, Signature
 
-_MODULES = ("launch", "names", "network", "containers", "nccl", "code")
-
 _FAILURES: dict[str, FailureMode] | None = None
 
 
 def failures() -> dict[str, FailureMode]:
-    """Every failure mode by id, in catalog order (launch, names, network, containers, NCCL/GPU, code)."""
+    """Every failure mode by id, read from the data files (catalog/modes/*.toml; see load.py)."""
     global _FAILURES
     if _FAILURES is None:
-        import importlib
+        from ddpdoctor.catalog.load import load_catalog
 
-        out: dict[str, FailureMode] = {}
-        for name in _MODULES:
-            for fm in importlib.import_module(f"ddpdoctor.catalog.{name}").MODES:
-                if fm.id in out:
-                    raise ValueError(f"failure id {fm.id} defined twice")
-                out[fm.id] = fm
-        _FAILURES = out
+        _FAILURES = load_catalog()
     return _FAILURES
 
 

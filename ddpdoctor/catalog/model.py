@@ -35,10 +35,12 @@ CATEGORIES = ("port", "launcher", "rendezvous", "dns", "network", "nic", "gloo",
 
 MIN_TRIGGER = 4
 
-# Words the log scanner searches for with bytes.find, one pass each over the lowercased log (see
-# ddpdoctor/logscan/matcher.py): every signature's trigger must contain one of them, so a line no
-# gate occurs in is never looked at again. Few passes keep 200 MB logs at seconds; words frequent
-# in healthy logs ('nccl', 'rank', 'warning', 'cuda') would make every line a candidate.
+# Shared gate words: the log scanner searches for each with bytes.find, one pass over the lowercased
+# log (see ddpdoctor/logscan/matcher.py), and only looks again at lines a gate occurs in. A trigger
+# that contains one of these words shares its pass; any other trigger becomes a gate of its own (one
+# more pass, no edit needed here: benchmarks/bench_explain.py measures the cost, and tests/test_catalog.py
+# keeps gates rare in healthy logs). Words frequent in healthy logs ('nccl', 'rank', 'warning', 'cuda')
+# would make every line a candidate.
 GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", "invalid", "denied", "mismatch",
          "exitcode", "signal", "rendezvous", "rdzv", "route", "family", " : using ", "remote=[", "completion",
          "run_id", "group_rank", "nccl version", "      : ", "srcvalid+", "geforce", "duplicate gpu",
@@ -49,6 +51,7 @@ GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", 
 class Signature:
     """One log line pattern and how strongly it points at its failure mode.
 
+    `name` (UPPER_SNAKE) is how rules and docs refer to a signature, never by a piece of its pattern.
     `pattern` is a Python regular expression searched in one log line (ANSI colours removed,
     no line ending). `weight` (0-1) is the confidence one match gives on its own; matches of
     several signatures of one failure mode combine. `example` is a real or template line the
@@ -65,6 +68,7 @@ class Signature:
     example: str = ""
     note: str = ""
     trigger: str | tuple[str, ...] = ""
+    name: str = ""  # unique within its failure mode: the ranker's cross-line rules refer to it by name
 
     def __post_init__(self):
         if self.role not in ROLES:

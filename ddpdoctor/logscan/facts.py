@@ -63,6 +63,18 @@ FACTS = (
     Fact("summary_exit", r"^\s*exitcode\s{2,}: (?P<code>-?\d+)", example="  exitcode  : 1 (pid: 9240)"),
     Fact("torchrun_failed", r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+)",
          example="E1121 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 9240) of binary: /usr/bin/python"),
+    # Pasted tool output. nvidia-smi's process table (with or without the MIG GI/CI columns): which pid
+    # holds memory on which GPU; one pid on several GPUs is a process touching a GPU not its own.
+    Fact("gpu_process", r"^\|\s+(?P<gpu>\d+)(?:\s+(?:N/A|\d+)\s+(?:N/A|\d+))?\s+(?P<pid>\d+)\s+[CG](?:\+G)?\s+"
+         r"(?P<name>\S+)\s+(?P<mem>\d+)\s?MiB\s*\|", trigger="mib |",
+         example="|    0   N/A  N/A     12345      C   /usr/bin/python                  1234MiB |"),
+    # Platform markers (they shift odds, never decide alone): Kubernetes - kubectl in a paste, service DNS
+    # names (.svc, .svc.cluster.local), Kubeflow PyTorchJob pod names <job>-master-N (rides the 'master' gate).
+    Fact("kubernetes", r"\bkubectl\s|\.svc(?:\.cluster\.local)?\b|\b[a-z0-9][a-z0-9-]*-master-\d+\b",
+         trigger=("kubectl", ".svc", "master"), example="$ kubectl logs optimizer-worker-0"),
+    # A traceback is a failure even when the paste stops before its last line (users often cut it).
+    Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
+         example="Traceback (most recent call last):"),
     # The last line of a Python traceback: `SomeError: message` (with or without a module path).
     Fact("exception", r"^(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error)(?::|$)", trigger="error",
          example="RuntimeError: something went wrong"),

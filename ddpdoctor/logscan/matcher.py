@@ -27,13 +27,16 @@ MAX_TEXT = 2000     # characters of a line kept as evidence and searched by the 
 MAX_WINDOW = 8192   # bytes around a hit taken from an overlong line
 
 # Prefixes that launchers and log collectors put in front of each line: pdsh/clush `host: `, Slurm
-# `srun -l` task numbers `3: `, mpirun `[1,3]<stderr>:`, torchrun `[rank3]:` and `--tee` `[default3]:`.
+# `srun -l` task numbers `3: `, mpirun `[1,3]<stderr>:`, torchrun `[rank3]:` and `--tee`
+# `[<role><local rank>]:` (`[default3]:`, `[trainer3]:` with --role; elastic/multiprocessing/api.py), and Ray's
+# `(RayTrainWorker pid=123, ip=10.0.0.5) `.
 _PREFIX = re.compile(
     r"^(?:"
     r"(?P<label>[A-Za-z0-9][A-Za-z0-9_.-]{0,62}): "
     r"|\[\d+,(?P<mpi>\d+)\]<std(?:out|err)>:\s?"
     r"|\[rank(?P<rank>\d+)\]:\s?"
-    r"|\[default(?P<local>\d+)\]:\s?"
+    r"|\[[A-Za-z_][\w-]*?(?P<local>\d+)\]:\s?"
+    r"|\(\w+ pid=\d+(?:, ip=(?P<ip>[\d.]+))?\)\s"
     r")"
 )
 _NOT_HOST = re.compile(r"(?i)(?:error|exception|warning|warn|info|debug|traceback|critical|fatal|notice)$|\.py$")
@@ -87,8 +90,10 @@ def split_origin(text: str) -> tuple[str, str | None, int | None]:
             rank = int(m.group("mpi"))
         elif m.group("rank") is not None:
             rank = int(m.group("rank"))
-        elif m.group("local") is not None and rank is None:
-            rank = int(m.group("local"))
+        elif m.group("local") is not None:
+            rank = int(m.group("local")) if rank is None else rank
+        elif m.group("ip") is not None and host is None:
+            host = m.group("ip")
         body = body[m.end():]
     m = _NCCL_ORIGIN.match(body)
     if m and host is None:

@@ -1,0 +1,140 @@
+"""Bounded tallies of what the matcher found while the log streams by: per signature the first
+lines, the last one and distinct captured values; per fact its values. Memory stays constant in
+the size of the log (KEEP_* bound every list)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ddpdoctor.catalog.model import CLUE, FailureMode, Signature
+from ddpdoctor.logscan.matcher import LineMatch, Rule
+
+KEEP_EVIDENCE = 3    # first lines kept per signature (plus the last one)
+KEEP_VALUES = 64     # distinct captured values kept per signature / fact
+
+
+@dataclass
+class Evidence:
+    line: int
+    text: str
+    host: str | None
+    rank: int | None
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        d: dict = {"line": self.line, "text": self.text}
+        if self.host:
+            d["host"] = self.host
+        if self.rank is not None:
+            d["rank"] = self.rank
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+@dataclass
+class SigStats:
+    signature: Signature
+    count: int = 0
+    first: list[Evidence] = field(default_factory=list)
+    last: Evidence | None = None
+    values: list[tuple[dict, str | None, int | None]] = field(default_factory=list)  # (groups, host, rank)
+
+
+@dataclass
+class FactValue:
+    value: dict
+    line: int
+    text: str
+    host: str | None
+    rank: int | None
+
+
+def _note(sig: Signature, groups: dict) -> str:
+    if not sig.note:
+        return ""
+    try:
+        return sig.note.format(**groups)
+    except (KeyError, IndexError, ValueError):
+        return sig.note if "{" not in sig.note else ""
+
+
+class Collector:
+    """Accumulates matches in bounded memory while the log streams by."""
+
+    def __init__(self):
+        self.sigs: dict[tuple[str, int], SigStats] = {}   # (failure id, rule index) -> stats
+        self.failures: dict[str, FailureMode] = {}
+        self.facts: dict[str, list[FactValue]] = {}
+        self.fact_counts: dict[str, int] = {}
+        self.failed = False   # any cause/symptom line, exception or torchrun failure seen
+        self.summary: dict = {}   # torchrun's "Root Cause (first observed failure)" block
+        self._in_summary = 0
+
+    def add(self, lm: LineMatch) -> None:
+        for rule, groups in lm.matches:
+            if rule.fact is not None:
+                self._add_fact(rule, groups, lm)
+                continue
+            fm, sig = rule.failure, rule.signature
+            assert fm is not None and sig is not None
+            self.failures[fm.id] = fm
+            st = self.sigs.get((fm.id, rule.index))
+            if st is None:
+                st = self.sigs[(fm.id, rule.index)] = SigStats(sig)
+            st.count += 1
+            ev = Evidence(lm.line, lm.text, lm.host, lm.rank, _note(sig, groups))
+            if len(st.first) < KEEP_EVIDENCE:
+                st.first.append(ev)
+            else:
+                st.last = ev
+            if groups and len(st.values) < KEEP_VALUES:
+                key = (groups, lm.host, lm.rank)
+                if key not in st.values:
+                    st.values.append(key)
+            if sig.role != CLUE:
+                self.failed = True
+
+    def _add_fact(self, rule: Rule, groups: dict, lm: LineMatch) -> None:
+        name = rule.fact.name  # type: ignore[union-attr]
+        if name in ("exception", "torchrun_failed", "traceback"):
+            self.failed = True
+        if name == "root_cause":
+            self._in_summary = lm.line
+            self.summary = {"line": lm.line}
+        elif name.startswith("summary_") and self._in_summary and lm.line - self._in_summary <= 8:
+            key = name[len("summary_"):]
+            self.summary.setdefault(key, groups.get(key) or groups.get("code") or groups.get("rank"))
+            if name == "summary_rank":
+                self.summary.setdefault("local_rank", groups.get("local_rank"))
+        self.fact_counts[name] = self.fact_counts.get(name, 0) + 1
+        vals = self.facts.setdefault(name, [])
+        if len(vals) < KEEP_VALUES and all(v.value != groups or v.host != lm.host for v in vals):
+            vals.append(FactValue(groups, lm.line, lm.text, lm.host, lm.rank))
+
+    # -- helpers for rules
+    def fact_values(self, name: str, key: str) -> list[str]:
+        out: list[str] = []
+        for v in self.facts.get(name, []):
+            x = v.value.get(key)
+            if x is not None and x not in out:
+                out.append(x)
+        return out
+
+    def sig_values(self, failure_id: str, name: str = "") -> list[tuple[dict, str | None, int | None]]:
+        """Captured values of `failure_id`'s signature called `name` (all its signatures when empty)."""
+        out = []
+        for (fid, _), st in self.sigs.items():
+            if fid == failure_id and name in ("", st.signature.name):
+                out.extend(st.values)
+        return out
+
+    def sig_evidence(self, failure_ids: Iterable[str], name: str = "") -> list[Evidence]:
+        out = []
+        ids = set(failure_ids)
+        for (fid, _), st in self.sigs.items():
+            if fid in ids and name in ("", st.signature.name):
+                out.extend(st.first)
+                if st.last:
+                    out.append(st.last)
+        return sorted({e.line: e for e in out}.values(), key=lambda e: e.line)

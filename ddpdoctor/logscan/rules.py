@@ -1,0 +1,229 @@
+"""Cross-line rules: evidence that no single line holds, read from the tallies of evidence.py.
+
+They refer to signatures by failure id and signature NAME (catalog/modes/*.toml), never by a
+piece of a pattern; tests/test_catalog.py checks every name in SIGNATURES_USED exists.
+
+Cross-line rules (each cites why):
+* different run ids across nodes -> RDZV_ID_MISMATCH (torchrun generates a random run_id when
+  --rdzv-id is empty; launcher/api.py);
+* a localhost rendezvous endpoint and a rendezvous timeout -> STANDALONE_WITH_MULTINODE
+  (run.py: --standalone sets the endpoint to localhost:0; one node alone cannot time out);
+* the store connect failing on two or more hosts, or on the endpoint host itself, with nobody
+  logging that it hosts the store -> RDZV_HOST_NOT_SELF_RECOGNIZED (c10d_rendezvous_backend.py
+  `_matches_machine_hostname`);
+* watchdog timeouts at different SeqNum / OpType on different ranks -> UNEVEN_INPUTS_HANG /
+  COLLECTIVE_MISMATCH_ACROSS_RANKS (shared/failure-catalog.md §3);
+* several NCCL versions in one job -> NCCL_VERSION_MISMATCH_ACROSS_NODES;
+* the same group_rank reported by two hosts -> NODE_RANK_DUPLICATED;
+* Gloo's connect timing out on every host, with no loopback address involved -> FIREWALL_BLOCKS_PORTS;
+* a collective that hung on GeForce GPUs -> CONSUMER_GPU_P2P_BROKEN (then NCCL_P2P_ACS_IOMMU_HANG);
+* a name that does not resolve in a log with Kubernetes markers (kubectl, .svc names, PyTorchJob pod
+  names) -> K8S_DNS_NOT_READY (a pod's DNS record exists only once the pod runs: the master's service
+  name fails to resolve while workers start first);
+* one pid holding memory on several GPUs in a pasted nvidia-smi process table -> GPU0_EXTRA_MEMORY
+  (a rank touches a GPU not its own: CUDA context or tensors on cuda:0 before set_device);
+* a CUDA out-of-memory error in a log whose traceback passes through barrier() -> GPU0_EXTRA_MEMORY (the
+  generic OOM is a symptom; its call site says the memory went to NCCL contexts on a shared GPU, not to
+  the model: distributed_c10d.py barrier picks a GPU when the process never called set_device).
+"""
+from __future__ import annotations
+
+from ddpdoctor.logscan.evidence import Collector, Evidence
+
+LOCALHOST = {"localhost", "127.0.0.1", "::1"}
+
+# Signatures (by name, in any failure mode) of connection failures that a name-resolution failure of the
+# same host explains, and of the store-connection error that a store host going away explains.
+_CONNECT_SIGS = {"STORE_CONNECT_TIMEOUT", "STORE_CONNECT_TIMEOUT_ANY", "STORE_CONNECT_FAILED", "STORE_CONNECT_FAILED_2"}
+_RDZV_CONN_SIG = "RDZV_CONNECTION_ERROR"
+_NAME_SIGS = {"NAME_LOOKUP_FAILED", "NAME_LOOKUP_FAILED_2", "HOST_NOT_FOUND"}
+
+# (failure id or "*" for any, signature name) of every signature the rules below read: a renamed or
+# removed signature fails tests/test_catalog.py instead of silently disabling a rule.
+SIGNATURES_USED = (
+    *[("*", n) for n in sorted(_CONNECT_SIGS | _NAME_SIGS | {_RDZV_CONN_SIG})],
+    ("HOSTNAME_UNRESOLVABLE", "UNABLE_TO_RESOLVE_HOSTNAME_TO"),
+    ("RDZV_NODES_MISSING", "RDZV_TIMEOUT"),
+    ("NCCL_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG"),
+    ("FIREWALL_BLOCKS_PORTS", "CONNECTFULLMESH_FAILED"),
+    ("CONSUMER_GPU_P2P_BROKEN", "GEFORCE_RTX_40"),
+    ("GPU0_EXTRA_MEMORY", "BARRIER_CALL_SITE"),
+    ("HOSTNAME_UNRESOLVABLE", "HOST_NOT_FOUND"), ("HOSTNAME_UNRESOLVABLE", "GAI_ERROR"),
+)
+
+
+def _unresolved_hosts(col: Collector) -> set[str]:
+    out: set[str] = set()
+    for (fid, _), st in col.sigs.items():
+        if st.signature.name in _NAME_SIGS:
+            out |= {g.get("host", "").strip() for g, _, _ in st.values if g.get("host")}
+    return out
+
+
+def _pids_on_several_gpus(col: Collector) -> dict[str, set[str]]:
+    gpus_of: dict[str, set[str]] = {}
+    for v in col.facts.get("gpu_process", []):
+        gpus_of.setdefault(v.value.get("pid", ""), set()).add(v.value.get("gpu", ""))
+    return {pid: g for pid, g in gpus_of.items() if len(g) >= 2}
+
+
+def explained_hits(col: Collector) -> tuple[set[tuple[str, int]], dict[str, list[str]]]:
+    """Signature hits that are consequences of other lines in the same log, and notes for the causes.
+
+    * A CUDA out-of-memory error with a traceback through barrier() or pids on several GPUs in a pasted
+      nvidia-smi: ranks share a GPU (GPU0_EXTRA_MEMORY).
+
+    * A connect to host H that timed out, when H itself did not resolve: the lookup failure is the
+      cause (c10d retries the lookup until its timeout, then reports the connect timeout).
+    * RendezvousConnectionError after `Connection was likely closed`: the store existed and went away.
+    * Peers refused at 127.0.0.1 after Gloo warned it could not resolve the hostname: Gloo's fallback
+      address, so the hostname not resolving is the cause (ProcessGroupGloo createDefaultDevice).
+    """
+    unresolved = _unresolved_hosts(col)
+    store_gone = any(fid == "RDZV_STORE_HOST_EXITED" for fid, _ in col.sigs)
+    gloo_fallback = any(fid == "HOSTNAME_UNRESOLVABLE" and st.signature.name == "UNABLE_TO_RESOLVE_HOSTNAME_TO"
+                        for (fid, _), st in col.sigs.items())
+    out: set[tuple[str, int]] = set()
+    notes: dict[str, list[str]] = {}
+    for key, st in col.sigs.items():
+        name = st.signature.name
+        if unresolved and name in _CONNECT_SIGS and st.values and \
+                all(g.get("host", "").strip() in unresolved for g, _, _ in st.values):
+            out.add(key)
+            host = st.values[0][0].get("host", "")
+            notes["HOSTNAME_UNRESOLVABLE"] = [f"the connection to {host} timed out because {host} does not resolve"]
+        elif name == _RDZV_CONN_SIG and (store_gone or unresolved):
+            out.add(key)
+        elif gloo_fallback and key[0] == "HOSTNAME_RESOLVES_TO_LOOPBACK" and st.values and \
+                all(g.get("addr") == "127.0.0.1" for g, _, _ in st.values):
+            out.add(key)  # Gloo's own fallback to 127.0.0.1 (the hostname did not resolve), not /etc/hosts
+            notes.setdefault("HOSTNAME_UNRESOLVABLE", []).append(
+                "peers were refused at 127.0.0.1: Gloo fell back to loopback because the hostname did not resolve")
+    # A CUDA OOM raised inside barrier(), or with pids on several GPUs in a pasted nvidia-smi: the generic
+    # symptom is explained by ranks sharing a GPU.
+    if _pids_on_several_gpus(col) or any(fid == "GPU0_EXTRA_MEMORY" and st.signature.name == "BARRIER_CALL_SITE"
+                                         for (fid, _), st in col.sigs.items()):
+        for key in col.sigs:
+            if key[0] == "GPU_OUT_OF_MEMORY":
+                out.add(key)
+                notes.setdefault("GPU0_EXTRA_MEMORY", [])  # the rule below says why
+    return out, notes
+
+
+def cross_line_rules(col: Collector, add) -> None:
+    # A localhost endpoint and a rendezvous timeout: every node waited in a private rendezvous.
+    local_eps = [v for v in col.facts.get("rdzv_endpoint", []) if v.value.get("host") in LOCALHOST]
+    timeouts = col.sig_evidence(["RDZV_NODES_MISSING"], "RDZV_TIMEOUT")
+    standalone = bool(local_eps and timeouts)
+    if standalone:
+        v = local_eps[0]
+        add("STANDALONE_WITH_MULTINODE", 0.8,
+            f"the rendezvous endpoint is {v.value.get('host')} (--standalone), and the rendezvous timed out waiting "
+            "for other nodes", [Evidence(v.line, v.text, v.host, v.rank)] + timeouts[:1])
+
+    # Different run ids across nodes.
+    run_ids = col.fact_values("run_id", "id")
+    if len(run_ids) >= 2 and not standalone:  # --standalone invents a run id per node: that explains them
+        evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts.get("run_id", [])][:4]
+        add("RDZV_ID_MISMATCH", 0.85, f"the log shows {len(run_ids)} different run ids: {', '.join(run_ids[:4])}", evs)
+
+    # Nobody hosts the store: connect failures to the endpoint from several hosts, or from the endpoint itself.
+    unresolved = _unresolved_hosts(col)
+    store_fails = [v for v in col.sig_values("RDZV_HOST_NOT_SELF_RECOGNIZED")
+                   if v[0].get("host", "").strip() not in unresolved]  # a name that did not resolve: DNS, not this
+    if store_fails and "store_hosted" not in col.facts:
+        hosts = {h for _, h, _ in store_fails if h}
+        targets = {g.get("host") for g, _, _ in store_fails if g.get("host")}
+        self_fail = hosts & targets
+        evs = col.sig_evidence(["RDZV_HOST_NOT_SELF_RECOGNIZED"])
+        if self_fail:
+            add("RDZV_HOST_NOT_SELF_RECOGNIZED", 0.75,
+                f"{sorted(self_fail)[0]} cannot connect to a store at its own name: it did not start the store", evs)
+        elif len(hosts) >= 2:
+            add("RDZV_HOST_NOT_SELF_RECOGNIZED", 0.75,
+                f"{len(hosts)} hosts ({', '.join(sorted(hosts)[:4])}) all fail to reach the store, and none logs "
+                "that it hosts it", evs)
+
+    # Watchdog timeouts that disagree across ranks. Only when each rank reports one collective: a rank
+    # timing out at several sequence numbers belongs to several process groups, whose numbers differ anyway.
+    wd = col.sig_values("NCCL_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG")
+    per_rank: dict[object, set[tuple[str, str]]] = {}
+    for g, host, rank in wd:
+        per_rank.setdefault((host, rank), set()).add((g.get("seq", ""), g.get("op", "")))
+    if len(per_rank) >= 2 and all(len(v) == 1 for v in per_rank.values()) and None not in {r for _, r in per_rank}:
+        seqs = {seq for v in per_rank.values() for seq, _ in v}
+        ops = {op for v in per_rank.values() for _, op in v}
+        evs = col.sig_evidence(["NCCL_COLLECTIVE_TIMEOUT"], "NCCL_WATCHDOG")
+        if len(ops) >= 2:
+            add("COLLECTIVE_MISMATCH_ACROSS_RANKS", 0.6,
+                f"ranks timed out in different collectives ({', '.join(sorted(ops))})", evs)
+            add("UNEVEN_INPUTS_HANG", 0.3, "ranks timed out at different points", evs)
+        elif len(seqs) >= 2:
+            add("UNEVEN_INPUTS_HANG", 0.55,
+                f"ranks timed out at different sequence numbers ({', '.join(sorted(seqs, key=int)[:4])}): "
+                "some rank ran ahead or stopped early", evs)
+            add("COLLECTIVE_MISMATCH_ACROSS_RANKS", 0.3, "ranks timed out at different sequence numbers", evs)
+
+    # Every side of Gloo's full mesh timed out connecting: the addresses were exchanged through the store,
+    # so the rendezvous worked, but no connection between the ranks got through.
+    mesh = col.sig_evidence(["FIREWALL_BLOCKS_PORTS"], "CONNECTFULLMESH_FAILED")
+    mesh_hosts = {e.host for e in mesh if e.host}
+    loopback = any(fid == "HOSTNAME_RESOLVES_TO_LOOPBACK" and st.signature.role != "symptom"
+                   for (fid, _), st in col.sigs.items())
+    if len(mesh_hosts) >= 2 and not loopback:
+        add("FIREWALL_BLOCKS_PORTS", 0.4,
+            f"Gloo timed out connecting on {len(mesh_hosts)} hosts ({', '.join(sorted(mesh_hosts)[:4])}) after the "
+            "rendezvous exchanged their addresses: connections between the nodes are dropped", mesh[:2])
+
+    # Different NCCL builds in one job.
+    versions = col.fact_values("nccl_version", "v")
+    if len(versions) >= 2:
+        evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts.get("nccl_version", [])][:4]
+        add("NCCL_VERSION_MISMATCH_ACROSS_NODES", 0.85, f"NCCL versions {', '.join(versions)} in one job", evs)
+
+    # Two hosts with the same node rank (static rendezvous prints group_rank per agent).
+    by_rank: dict[str, set[str]] = {}
+    for v in col.facts.get("group_rank", []):
+        if v.host:
+            by_rank.setdefault(v.value.get("rank", ""), set()).add(v.host)
+    dup = {r: hs for r, hs in by_rank.items() if len(hs) >= 2}
+    if dup:
+        r, hs = next(iter(dup.items()))
+        evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts["group_rank"] if v.value.get("rank") == r]
+        add("NODE_RANK_DUPLICATED", 0.85, f"hosts {', '.join(sorted(hs))} all have node rank {r}", evs[:4])
+
+    # A hang on consumer GPUs: their P2P path is suspect when nothing else explains the timeout.
+    geforce = col.sig_evidence(["CONSUMER_GPU_P2P_BROKEN"], "GEFORCE_RTX_40")
+    hang = col.sig_evidence(["NCCL_COLLECTIVE_TIMEOUT"])
+    if geforce and hang:
+        add("CONSUMER_GPU_P2P_BROKEN", 0.35, "a collective hung on GeForce GPUs, whose P2P transport is often broken",
+            hang[:1])
+        add("NCCL_P2P_ACS_IOMMU_HANG", 0.2, "a collective hung on a single node's GPUs", hang[:1])
+
+    # An out-of-memory error raised inside barrier(): ranks share a GPU for their NCCL contexts.
+    oom = col.sig_evidence(["GPU_OUT_OF_MEMORY"])  # explained (not ranked) by this rule: see explained_hits
+    barrier = col.sig_evidence(["GPU0_EXTRA_MEMORY"], "BARRIER_CALL_SITE")
+    if oom and barrier:
+        add("GPU0_EXTRA_MEMORY", 0.6, "the GPU ran out of memory inside barrier(), before the job's own tensors: "
+            "every rank created its NCCL context on one shared GPU (no torch.cuda.set_device(local_rank))",
+            barrier[:1] + oom[:1])
+
+    # nvidia-smi pasted: one pid on several GPUs.
+    multi = _pids_on_several_gpus(col)
+    if multi:
+        pid, gpus = sorted(multi.items())[0]
+        evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts["gpu_process"]
+               if v.value.get("pid") in multi][:4]
+        add("GPU0_EXTRA_MEMORY", 0.6 if len(multi) >= 2 else 0.5,
+            f"nvidia-smi shows {len(multi)} process(es) on several GPUs (pid {pid} on GPUs {', '.join(sorted(gpus))}): "
+            "a rank allocates on a GPU other than its own", evs)
+
+
+    # Kubernetes markers and a name that does not resolve: the pod's DNS record is not there yet.
+    k8s = col.facts.get("kubernetes", [])
+    lookup = col.sig_evidence(["HOSTNAME_UNRESOLVABLE"], "HOST_NOT_FOUND") + \
+        col.sig_evidence(["HOSTNAME_UNRESOLVABLE"], "GAI_ERROR")
+    if k8s and lookup:
+        v = k8s[0]
+        add("K8S_DNS_NOT_READY", 0.35, f"the job runs on Kubernetes ({v.text.strip()[:80]}): a pod's name resolves "
+            "only once that pod runs", [Evidence(v.line, v.text, v.host, v.rank)] + lookup[:1])
