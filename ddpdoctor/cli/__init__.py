@@ -26,6 +26,7 @@ LAZY_COMMANDS = {
     "smoke": "ddpdoctor.cli.smoke:smoke",
     "prolog": "ddpdoctor.cli.prolog:prolog",
     "cluster": "ddpdoctor.cli.cluster:cluster",
+    "inspect": "ddpdoctor.cli.inspect:inspect_cmd",
 }
 
 
