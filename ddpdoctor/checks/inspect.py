@@ -218,6 +218,13 @@ def job_makes_progress(ctx):
     if not live or any(s["state"] == "progressing" for s in live.values()):
         return
     groups = _waiting_groups(live)
+    if not groups:
+        where = "; ".join(f"rank {r} {_desc(s['where'])}" for r, s in sorted(live.items()) if s.get("where"))
+        yield Finding(Severity.WARNING, f"no rank moved in {ctx.facts.interval:.1f} s and none is in a collective: {where}",
+                      hint="a long computation in one C call, blocking I/O, or sleeping: sample again to be sure",
+                      fix=Fix("inspect again with a longer interval", commands=("ddpdoctor inspect --interval 5",)),
+                      evidence={"ranks": sorted(live)})
+        return
     if len(groups) != 1 or len(next(iter(groups.values()))) != len(live):
         return  # DD510/DD512 name the odd rank
     (call, file, line), ranks = next(iter(groups.items()))
