@@ -27,6 +27,7 @@ LAZY_COMMANDS = {
     "prolog": "ddpdoctor.cli.prolog:prolog",
     "cluster": "ddpdoctor.cli.cluster:cluster",
     "inspect": "ddpdoctor.cli.inspect:inspect_cmd",
+    "arm": "ddpdoctor.cli.arm:arm",
 }
 
 
