@@ -49,6 +49,10 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, json_out, select, ignore, f
         facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
     except sample.NoJob as e:
         raise BadInput(str(e)) from None
+    if facts.ranks and all(s.get("kind") == "permission" for r in facts.ranks for s in r["samples"]):
+        # not one stack readable: the verdict would be empty, the fix is one line
+        click.echo(f"ddpdoctor: error: {pyspy.PTRACE_HELP}", err=True)
+        raise SystemExit(1)
     ctx = _Ctx(facts)
     checks = registry.select("inspect", select=select, ignore=ignore)
     left = max(0.5, deadline - (time.monotonic() - t0))

@@ -44,7 +44,8 @@ def pick_job(disc: jobprocs.Discovery, pid: int | None) -> tuple[str, list[jobpr
             raise NoJob(f"--pid {pid}: no such process, or its environment is not readable")
         raise NoJob(f"--pid {pid}: not a process of a torch.distributed job (no RANK/WORLD_SIZE in its environment)")
     if not jobs:
-        more = f" ({disc.unreadable} processes' environments not readable: run as root)" if disc.unreadable else ""
+        more = (f" ({disc.unreadable} processes' environments not readable: run as root or as the job's user)"
+                if disc.unreadable and os.geteuid() != 0 else "")
         raise NoJob(f"no torch.distributed job on this node: no process has RANK/WORLD_SIZE in its environment{more}")
     key = max(jobs, key=lambda k: len(jobs[k]))
     return key, jobs[key], sorted(k for k in jobs if k != key)
