@@ -33,6 +33,7 @@ CHECK_MODULES = (
     "ddpdoctor.checks.distributed",
     "ddpdoctor.checks.slurm",
     "ddpdoctor.checks.launch",
+    "ddpdoctor.checks.inspect",
 )
 
 

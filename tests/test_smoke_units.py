@@ -162,11 +162,33 @@ def test_after_an_error_the_watchdog_waits_seconds_not_the_timeout():
     assert 1 in t.late(3.5)
 
 
-def test_ranks_that_finished_are_never_late_and_unseen_ones_only_after_startup():
+def test_ranks_that_finished_are_never_late_and_unseen_ones_lag_by_the_timeout():
     t = Tracker(3, CFG, now=0.0)
     t.update(_hb(0, 30, plan.DONE, 1), 0.0)
-    assert t.late(50.0) == []  # rank 0 done; ranks 1-2 unseen but within the 60 s start-up allowance
-    assert t.late(61.0) == [1, 2]
+    assert t.late(CFG.timeout - 0.1) == []  # rank 0 done; ranks 1-2 unseen, lagging by less than --timeout
+    assert t.late(CFG.timeout + 0.1) == [1, 2]
+
+
+def test_while_no_rank_has_started_the_start_up_floor_applies():
+    t = Tracker(2, CFG, now=0.0)
+    t.update(_hb(0, 1, plan.IMPORT, 1), 0.0)
+    for k in range(1, 200):
+        t.update(_hb(0, 1, plan.IMPORT, 1 + k), k * 0.25)  # a slow import torch, still beating
+    assert t.late(49.0) == []  # no rank started yet: a cold filesystem may take this long
+    assert t.late(61.0) == [0, 1]
+
+
+def test_a_rank_stuck_importing_torch_is_late_timeout_after_the_others_started():
+    t = Tracker(3, CFG, now=0.0)
+    t.update(_hb(2, 1, plan.IMPORT, 1), 0.0)  # rank 2 entered import torch and stops there
+    t.update(_hb(0, 2, plan.STORE, 1), 2.0)  # ranks 0 and 1 are ready at 2 s, waiting in the store
+    t.update(_hb(1, 2, plan.STORE, 1), 2.0)
+    for k in range(1, 60):
+        t.update(_hb(0, 2, plan.STORE, 1 + k), 2.0 + k * 0.25)
+        t.update(_hb(1, 2, plan.STORE, 1 + k), 2.0 + k * 0.25)
+        t.update(_hb(2, 1, plan.IMPORT, 1 + k), 2.0 + k * 0.25)  # it even keeps beating
+    assert t.late(2.0 + CFG.timeout - 0.1) == []
+    assert t.late(2.0 + CFG.timeout + 0.1) == [2]  # only the laggard, not the ranks waiting for it
 
 
 # ---------------------------------------------------------------- DD501: who holds the others up

@@ -29,6 +29,8 @@ LAZY_COMMANDS = {
     "cluster": "ddpdoctor.cli.cluster:cluster",
     "lint": "ddpdoctor.cli.lint:lint",
     "run": "ddpdoctor.cli.run:run",
+    "inspect": "ddpdoctor.cli.inspect:inspect_cmd",
+    "arm": "ddpdoctor.cli.arm:arm",
 }
 
 

@@ -11,6 +11,8 @@ import dataclasses
 import threading
 from typing import Any, Sequence
 
+from ddpdoctor.facts.gpu import visible_gpu  # noqa: F401  (a pure mapping, in facts/; re-exported for callers)
+
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # "nvml": module, or "error": why NVML is unusable in this process
 
@@ -102,25 +104,3 @@ def snapshot(names: bool = True) -> Snapshot:
     except nvml.NVMLError as e:
         return Snapshot(False, f"NVML: {e}")
     return Snapshot(True, "", driver, tuple(gpus))
-
-
-def visible_gpu(local_rank: int, cuda_visible_devices: str | None, gpus: Sequence[dict]) -> dict[str, Any]:
-    """The NVML GPU that `cuda:<local_rank>` names in a process with this CUDA_VISIBLE_DEVICES.
-
-    CUDA_VISIBLE_DEVICES lists NVML indices or UUID prefixes (`GPU-8a2f...`); unset means all
-    GPUs. CUDA's default order (CUDA_DEVICE_ORDER=FASTEST_FIRST) can differ from NVML's PCI order
-    on hosts that mix GPU models: a rank that initialised CUDA reports the UUID torch sees, which
-    wins over this guess.
-    """
-    none = {"index": None, "uuid": None, "how": ""}
-    if cuda_visible_devices is None:
-        entry, how = str(local_rank), f"local rank {local_rank}"
-    else:
-        parts = [p.strip() for p in cuda_visible_devices.split(",") if p.strip()]
-        if local_rank >= len(parts):
-            return {**none, "how": f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} has no entry {local_rank}"}
-        entry, how = parts[local_rank], f"CUDA_VISIBLE_DEVICES={cuda_visible_devices} entry {local_rank}"
-    for g in gpus:
-        if (entry.isdecimal() and int(entry) == g["index"]) or (not entry.isdecimal() and g["uuid"].startswith(entry)):
-            return {"index": g["index"], "uuid": g["uuid"], "how": how}
-    return {**none, "how": f"{how}: no such GPU"}

@@ -7,7 +7,10 @@ observer's own monotonic clock: hosts' clocks may disagree, and a stopped rank's
 stops changing.
 
 A run is stalled when a rank has stayed in one phase, or sent no heartbeat, for longer than the
-phase's limit (`--timeout`; `import torch` and the store connection get at least 60 s). Once any
+phase's limit (`--timeout`; `import torch` and the store connection get at least 60 s while no
+rank has started). Start-up is judged by lag: once one rank has finished starting (it got past
+`import torch`), a rank that has not — never seen, or still starting — is late after `--timeout`
+more, however long the 60 s floor would have allowed: the others are ready and wait for it. Once any
 rank reported an error or died, the limit drops to a few seconds: the survivors are then waiting
 for ranks that will never arrive, and there is nothing left to wait for.
 """
@@ -17,7 +20,10 @@ import dataclasses
 import signal
 from typing import Any, Iterable, Mapping
 
-from ddpdoctor.smoke.plan import DONE, SmokeConfig
+from ddpdoctor.smoke.plan import DONE, IMPORT, START, SmokeConfig
+
+# Phases a rank is in before it has finished starting: from "store" on it waits for the others.
+NOT_STARTED = (START, IMPORT)
 
 AFTER_ERROR_LIMIT = 3.0  # seconds; a missing heartbeat for this long, after an error, means dead
 
@@ -64,6 +70,7 @@ class Tracker:
         self.cfg = cfg
         self.t0 = now
         self.ranks: dict[int, RankState] = {}
+        self.first_started_at: float | None = None  # when the first rank got past `import torch`
 
     def update(self, hb: Mapping[str, Any], now: float) -> None:
         r = int(hb["r"])
@@ -78,6 +85,8 @@ class Tracker:
         st.index, st.phase, st.beat, st.last_beat_at = hb["i"], hb["p"], hb["b"], now
         st.host, st.pid, st.local_rank = hb.get("h") or st.host, hb.get("pid") or st.pid, hb.get("lr")
         st.in_collective = bool(hb.get("c"))
+        if self.first_started_at is None and st.phase not in NOT_STARTED:
+            self.first_started_at = now
         if hb.get("e"):
             st.err = hb["e"]
 
@@ -91,16 +100,21 @@ class Tracker:
     def late(self, now: float, ranks: Iterable[int] | None = None) -> list[int]:
         """Ranks (among `ranks`, default all) that are stuck, silent, dead, or never showed up."""
         trouble = self.any_trouble()
+        # how far a rank that has not started lags the first one that did: over --timeout is late
+        lagging = self.first_started_at is not None and now - self.first_started_at > self.cfg.timeout
         out = []
         for r in (range(self.world_size) if ranks is None else ranks):
             st = self.ranks.get(r)
             if st is None:
-                if now - self.t0 > self.cfg.startup_timeout:
+                if lagging or now - self.t0 > self.cfg.startup_timeout:
                     out.append(r)
                 continue
             if st.phase == DONE and not st.exit:
                 continue
             if st.exit and st.phase != DONE:
+                out.append(r)
+                continue
+            if lagging and st.phase in NOT_STARTED and now - st.phase_since > self.cfg.timeout:
                 out.append(r)
                 continue
             limit = self.cfg.limit_for(st.phase)

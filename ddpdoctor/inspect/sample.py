@@ -1,0 +1,104 @@
+"""Gather the facts `inspect` judges: the job's ranks, two stack samples apart, GPU memory per pid.
+
+Only reads: /proc, `py-spy dump --nonblocking`, NVML. Nothing is sent to the job's processes.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddpdoctor.inspect.where import locate, signature
+from ddpdoctor.probes import jobprocs, pyspy
+
+
+@dataclass
+class InspectFacts:
+    host: str
+    job: str
+    ranks: list[dict[str, Any]]          # one record per rank process found on this node
+    interval: float
+    other_jobs: list[str] = field(default_factory=list)
+    nvml: dict[str, Any] = field(default_factory=dict)   # probes.nvml.Snapshot as a dict, or {}
+    pid_namespace_differs: bool = False
+
+
+class NoJob(Exception):
+    """No torch.distributed job on this node (or not the one --pid names)."""
+
+
+def pick_job(disc: jobprocs.Discovery, pid: int | None) -> tuple[str, list[jobprocs.RankProc], list[str]]:
+    jobs: dict[str, list[jobprocs.RankProc]] = {}
+    for r in disc.ranks:
+        jobs.setdefault(r.job, []).append(r)
+    if pid is not None:
+        # any process of the job: a rank, a rank's child, or the launcher above the ranks
+        for key, procs in jobs.items():
+            for r in procs:
+                if r.pid == pid or pid in jobprocs.ancestors(r.pid) or r.ppid == pid:
+                    return key, procs, sorted(k for k in jobs if k != key)
+        env = jobprocs.read_environ(pid)
+        if env is None:
+            raise NoJob(f"--pid {pid}: no such process, or its environment is not readable")
+        raise NoJob(f"--pid {pid}: not a process of a torch.distributed job (no RANK/WORLD_SIZE in its environment)")
+    if not jobs:
+        more = (f" ({disc.unreadable} processes' environments not readable: run as root or as the job's user)"
+                if disc.unreadable and os.geteuid() != 0 else "")
+        raise NoJob(f"no torch.distributed job on this node: no process has RANK/WORLD_SIZE in its environment{more}")
+    key = max(jobs, key=lambda k: len(jobs[k]))
+    return key, jobs[key], sorted(k for k in jobs if k != key)
+
+
+def _nvml_snapshot() -> dict[str, Any]:
+    from ddpdoctor.probes import nvml
+    return nvml.snapshot().to_dict()
+
+
+def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float = 3.0, nvml: bool = True) -> InspectFacts:
+    me = jobprocs.ancestors(os.getpid())
+    disc = jobprocs.discover(exclude=me)
+    key, procs, others = pick_job(disc, pid)
+    pids = [p.pid for p in procs]
+    ticks0 = {p: jobprocs.thread_ticks(p) for p in pids}
+    t0 = time.monotonic()
+    first = pyspy.dump_all(pids, dump_timeout)
+    snap = _nvml_snapshot() if nvml else {}
+    time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+    second = pyspy.dump_all(pids, dump_timeout)
+    elapsed = time.monotonic() - t0
+    ticks1 = {p: jobprocs.thread_ticks(p) for p in pids}
+    hz = os.sysconf("SC_CLK_TCK")
+    records = []
+    for p in procs:
+        samples = []
+        for d in (first[p.pid], second[p.pid]):
+            main = d.main_thread() if d.ok else None
+            samples.append({"ok": d.ok, "kind": d.kind, "error": d.error, "took_s": round(d.took_s, 3),
+                            "where": locate(main) if d.ok else None,
+                            "signature": [list(x) for x in signature(main)] if d.ok else None,
+                            "threads": len(d.threads)})
+        st = jobprocs.read_stat(p.pid)
+        cpu = None
+        if ticks0[p.pid] is not None and ticks1[p.pid] is not None:
+            cpu = round((ticks1[p.pid] - ticks0[p.pid]) / hz / max(elapsed, 1e-3), 3)
+        records.append({"rank": p.rank, "pid": p.pid, "host": socket.gethostname(), "local_rank": p.local_rank,
+                        "world_size": p.world_size, "launcher": p.launcher, "state": st[0] if st else "gone",
+                        "state_before": p.state, "main_thread_cpu": cpu, "env": dict(p.env), "samples": samples,
+                        "cmdline": p.cmdline})
+    return InspectFacts(socket.gethostname(), key, records, round(elapsed, 3), others, snap,
+                        _pid_namespace_differs())
+
+
+def _pid_namespace_differs() -> bool:
+    """True inside a container with its own pid namespace: NVML then reports host pids we cannot map."""
+    # NSpid in /proc/self/status lists our pid in every namespace from the outermost: more than one -> nested
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return len(line.split()) > 2
+    except OSError:
+        pass
+    return False

@@ -1,0 +1,25 @@
+"""A Gloo job that hangs in a known place (HANG_MODE): the lines below are asserted by tests/test_inspect_lab.py."""
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+r = dist.get_rank()
+t = torch.ones(4)
+mode = os.environ.get("HANG_MODE", "other")
+odd = int(os.environ.get("HANG_RANK", "1"))
+steps = int(os.environ.get("HANG_STEPS", "3"))
+for step in range(steps):
+    dist.all_reduce(t)  # LINE_LOOP
+    if mode == "progress":
+        time.sleep(0.05)
+print(f"ready {r}", flush=True)
+if r == odd and mode == "other":
+    dist.broadcast(t, 0)  # LINE_ODD_BROADCAST
+elif r == odd and mode == "sleep":
+    time.sleep(3600)  # LINE_ODD_SLEEP
+dist.all_reduce(t)  # LINE_WAIT
+dist.destroy_process_group()  # without it Gloo may abort at exit ("terminate called without an active exception")
+print(f"done {r}", flush=True)

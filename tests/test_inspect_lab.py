@@ -1,0 +1,189 @@
+"""`ddpdoctor inspect` on REAL torchrun + Gloo jobs (CPU) that hang in known places.
+
+Each job runs in a session of its own (torchrun's workers start sessions of their own too: they
+are killed by process group and session, and the test asserts nothing is left). The job must be
+left exactly as it was: same pids, none stopped, and a progressing job still completes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parent.parent
+JOB = ROOT / "tests" / "inspect_jobs" / "hang.py"
+SRC = JOB.read_text().splitlines()
+
+
+def line_of(marker: str) -> int:
+    return next(i + 1 for i, s in enumerate(SRC) if s.rstrip().endswith(f"# {marker}"))
+
+
+def _tree(root: int) -> set[int]:
+    import psutil
+    try:
+        return {root} | {c.pid for c in psutil.Process(root).children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def _workers(root: int) -> dict[int, str]:
+    import psutil
+    out = {}
+    for pid in _tree(root):
+        try:
+            p = psutil.Process(pid)
+            if "hang.py" in " ".join(p.cmdline()) and "torchrun" not in " ".join(p.cmdline()):
+                out[pid] = p.status()
+        except psutil.Error:
+            pass
+    return out
+
+
+class Job:
+    def __init__(self, tmp: Path, nproc: int, mode: str, odd: int = 1, steps: int = 3):
+        self.log = tmp / f"job-{mode}.log"
+        env = {**os.environ, "HANG_MODE": mode, "HANG_RANK": str(odd), "HANG_STEPS": str(steps),
+               "OMP_NUM_THREADS": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                      f"--nproc-per-node={nproc}", str(JOB)], env=env, stdout=open(self.log, "w"),
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.nproc = nproc
+        self.pids: set[int] = set()
+
+    def wait_ready(self, timeout=90.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.log.read_text().count("ready ") >= self.nproc:
+                time.sleep(0.5)  # let the odd one reach its line
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.3)
+        raise AssertionError(f"job did not get ready:\n{self.log.read_text()[-2000:]}")
+
+    def kill(self):
+        pids = self.pids | _tree(self.proc.pid)
+        for pid in pids:
+            for fn in (os.killpg, ):
+                try:
+                    fn(os.getpgid(pid), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        self.proc.kill()
+        self.proc.wait(10)
+        end = time.monotonic() + 10
+        while time.monotonic() < end and any(os.path.exists(f"/proc/{p}") and _state(p) != "Z" for p in pids):
+            time.sleep(0.1)
+        left = [p for p in pids if os.path.exists(f"/proc/{p}") and _state(p) != "Z"]
+        assert not left, f"left running: {left}"
+
+
+def _state(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+@pytest.fixture
+def job(tmp_path):
+    jobs = []
+
+    def start(*a, **kw):
+        j = Job(tmp_path, *a, **kw)
+        jobs.append(j)
+        return j
+    yield start
+    for j in jobs:
+        j.kill()
+
+
+def inspect(*args, timeout=60):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "ddpdoctor", "inspect", "--json", *args], capture_output=True,
+                       text=True, timeout=timeout, env=env)
+    assert p.returncode in (0, 1), p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
+def findings(report, check_id):
+    return [f for r in report["results"] if r["id"] == check_id for f in r["findings"]]
+
+
+def _unchanged(before: dict[int, str], root: int):
+    after = _workers(root)
+    assert set(after) == set(before), "the job's processes changed"
+    assert all(s != "stopped" for s in after.values()), after
+
+
+def test_names_the_rank_in_a_different_collective_with_its_line(job):
+    j = job(3, "other", odd=2)
+    j.wait_ready()
+    before = _workers(j.proc.pid)
+    j.pids = set(before)
+    rc, rep = inspect("--pid", str(j.proc.pid))
+    assert rc == 1
+    (f,) = findings(rep, "DD510")
+    assert f["message"] == (f"rank 2 in broadcast at hang.py:{line_of('LINE_ODD_BROADCAST')} while 2 ranks wait in "
+                            f"all_reduce at hang.py:{line_of('LINE_WAIT')}")
+    assert len(rep["ranks"]) == 3
+    _unchanged(before, j.proc.pid)
+
+
+def test_names_the_sleeping_rank_that_is_in_no_collective(job):
+    j = job(3, "sleep", odd=0)
+    j.wait_ready()
+    before = _workers(j.proc.pid)
+    j.pids = set(before)
+    rc, rep = inspect("--pid", str(j.proc.pid))
+    assert rc == 1
+    (f,) = findings(rep, "DD512")
+    assert f["message"].startswith(f"rank 0 in <module> at hang.py:{line_of('LINE_ODD_SLEEP')} (not in a collective)")
+    assert f"all_reduce at hang.py:{line_of('LINE_WAIT')}" in f["message"]
+    assert not findings(rep, "DD510")
+    _unchanged(before, j.proc.pid)
+
+
+def test_a_stopped_rank_is_named(job):
+    j = job(2, "other", odd=1)
+    j.wait_ready()
+    before = _workers(j.proc.pid)
+    j.pids = set(before)
+    rank1 = next(p for p in before if "RANK=1" in open(f"/proc/{p}/environ").read().split("\0"))
+    os.kill(rank1, signal.SIGSTOP)  # the test stops it; inspect must only report it
+    try:
+        rc, rep = inspect("--pid", str(j.proc.pid))
+        assert rc == 1
+        assert [f["message"] for f in findings(rep, "DD511")] == [f"rank 1 (pid {rank1}) is stopped (state T)"]
+    finally:
+        os.kill(rank1, signal.SIGCONT)
+
+
+def test_a_progressing_job_exits_0_and_still_completes(job):
+    j = job(2, "progress", odd=9, steps=400)
+    end = time.monotonic() + 90
+    while len(_workers(j.proc.pid)) < 2:
+        assert time.monotonic() < end and j.proc.poll() is None, j.log.read_text()[-2000:]
+        time.sleep(0.3)
+    time.sleep(5)  # past init, inside the 400-step loop (about 20 s)
+    assert "ready" not in j.log.read_text()
+    before = _workers(j.proc.pid)
+    j.pids = set(before)
+    rc, rep = inspect("--pid", str(min(before)))
+    assert j.proc.poll() is None or j.proc.returncode == 0
+    assert rc == 0, json.dumps([r for r in rep["results"] if r["findings"]], indent=1)
+    assert j.proc.wait(120) == 0, j.log.read_text()[-2000:]
+
+
+def test_no_job_is_one_line_and_exit_2():
+    p = subprocess.run([sys.executable, "-m", "ddpdoctor", "inspect", "--pid", "1"], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
