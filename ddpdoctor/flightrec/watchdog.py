@@ -131,6 +131,8 @@ def _judge(acc: _Acc) -> WatchdogView:
     groups = []
     for pg, progs in by_pg.items():
         progs.sort(key=lambda p: p.rank)
+        if all(p.enqueued <= p.completed and p.failed_at is None for p in progs):
+            continue  # every rank finished all it enqueued (a periodic status line): nothing stuck here
         stuck = min(p.completed for p in progs) + 1
         if stuck <= 0:  # -1 completed: nothing ever completed, the first collective (1) is stuck
             stuck = 1
