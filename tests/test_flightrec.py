@@ -3,6 +3,7 @@ variants built from their structure; the restricted unpickler against a maliciou
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import pickle
@@ -81,7 +82,7 @@ def test_gloo_state_is_not_trusted_all_scheduled_is_not_a_hang():
     # every Gloo entry says "scheduled", even the three all_reduce that completed on every rank
     dumps, _ = flightrec.load_dir(GLOO)
     assert {e.state for d in dumps for e in d.entries} == {"scheduled"}
-    trimmed = [flightrec.RankDump(**{**d.__dict__, "entries": d.entries[:3]}) for d in dumps]
+    trimmed = [dataclasses.replace(d, raw_entries=d.raw_entries[:3]) for d in dumps]
     g = flightrec.analyze(trimmed).first
     assert (g.status, g.seq) == ("consistent", 3)
 

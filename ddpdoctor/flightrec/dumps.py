@@ -67,34 +67,76 @@ def _ranks(text) -> tuple:
 def _shape_list(v) -> tuple:
     if not isinstance(v, (list, tuple)):
         return ()
-    return tuple(tuple(int(x) for x in s if isinstance(x, int)) if isinstance(s, (list, tuple)) else ()
-                 for s in v)
+    try:  # the common case, fast: a list of lists of ints (128k entries for 64 ranks x 2000)
+        t = tuple(map(tuple, v))
+        hash(t)
+        return t
+    except TypeError:
+        return tuple(tuple(x for x in s if isinstance(x, int)) if isinstance(s, (list, tuple)) else ()
+                     for s in v)
 
 
 def _int(v, default=-1) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else default
+    return v if type(v) is int else default
 
 
-def _entry(e: dict) -> Entry | None:
-    if not isinstance(e, dict):
+def entry(e: dict, names: dict) -> Entry | None:
+    """One of torch's entry dicts as an Entry; None when it lacks a group or a sequence id."""
+    if type(e) is not dict:
         return None
-    name = str(e.get("profiling_name") or "")
-    op = name.split(":", 1)[1] if ":" in name else name
-    pgt = e.get("process_group")
+    get = e.get
+    name = get("profiling_name") or ""
+    op = names.get(name)
+    if op is None:  # "nccl:all_reduce" -> "all_reduce", once per distinct name
+        name = str(name)
+        op = names[name] = name.split(":", 1)[1] if ":" in name else name
+    pgt = get("process_group")
     desc = str(pgt[1]) if isinstance(pgt, (list, tuple)) and len(pgt) > 1 else ""
-    pg = e.get("pg_id")
+    pg = get("pg_id")
     if pg is None and isinstance(pgt, (list, tuple)) and pgt:
         pg = pgt[0]
-    is_p2p = bool(e.get("is_p2p"))
-    seq = _int(e.get("p2p_seq_id") if is_p2p else e.get("collective_seq_id"))
+    is_p2p = bool(get("is_p2p"))
+    seq = _int(get("p2p_seq_id") if is_p2p else get("collective_seq_id"))
     if seq < 0 or pg is None:
         return None
-    frames = tuple(f"{f.get('filename', '?')}:{f.get('line', '?')} {f.get('name', '?')}"
-                   for f in (e.get("frames") or ()) if isinstance(f, dict))
-    return Entry(pg=str(pg), pg_desc=desc, seq=seq, op=op, is_p2p=is_p2p,
-                 input_sizes=_shape_list(e.get("input_sizes")), output_sizes=_shape_list(e.get("output_sizes")),
-                 dtypes=tuple(str(d) for d in (e.get("input_dtypes") or ())),
-                 state=str(e.get("state") or ""), record_id=_int(e.get("record_id")), frames=frames)
+    frames = get("frames")
+    dtypes = get("input_dtypes") or ()
+    return Entry(str(pg), desc, seq, op, is_p2p, _shape_list(get("input_sizes")), _shape_list(get("output_sizes")),
+                 tuple(dtypes) if all(type(d) is str for d in dtypes) else tuple(map(str, dtypes)),
+                 str(get("state") or ""), _int(get("record_id")), tuple(frames) if isinstance(frames, list) else ())
+
+
+def _pg_of(e: dict):
+    pg = e.get("pg_id")
+    if pg is None:
+        pgt = e.get("process_group")
+        if isinstance(pgt, (list, tuple)) and pgt:
+            pg = pgt[0]
+    return pg
+
+
+def index(raw) -> dict:
+    """pg id (str) -> collective seq id -> entry dict. A tight loop: it runs over every entry of every rank."""
+    out: dict = {}
+    keys: dict = {}
+    for e in raw:
+        if type(e) is not dict or e.get("is_p2p"):
+            continue
+        seq = e.get("collective_seq_id")
+        if type(seq) is not int or seq < 0:
+            continue
+        pg = e.get("pg_id")
+        key = keys.get(pg)
+        if key is None:
+            pg = _pg_of(e)
+            if pg is None or isinstance(pg, (list, dict)):
+                continue
+            key = keys[e.get("pg_id")] = str(pg)
+        d = out.get(key)
+        if d is None:
+            d = out[key] = {}
+        d[seq] = e
+    return out
 
 
 def parse(obj, path: str, rank: int | None = None) -> RankDump:
@@ -104,9 +146,8 @@ def parse(obj, path: str, rank: int | None = None) -> RankDump:
     raw = obj.get("entries")
     if not isinstance(raw, list):
         raise BadDump(f"{path}: not a flight-recorder dump ('entries' is not a list)")
-    entries = tuple(x for x in (_entry(e) for e in raw) if x is not None)
-    backends = {str(e.get("profiling_name", "")).split(":", 1)[0] for e in raw
-                if isinstance(e, dict) and ":" in str(e.get("profiling_name", ""))}
+    names = {e.get("profiling_name") for e in raw if type(e) is dict}
+    backends = {n.split(":", 1)[0] for n in names if isinstance(n, str) and ":" in n}
     backend = backends.pop() if len(backends) == 1 else ("mixed" if backends else "")
     pg_ranks = {}
     for key, cfg in (obj.get("pg_config") or {}).items():
@@ -119,7 +160,7 @@ def parse(obj, path: str, rank: int | None = None) -> RankDump:
         raise BadDump(f"{path}: cannot tell which rank wrote it (torch names dumps <prefix><rank>)")
     return RankDump(rank=rank, path=path, backend=backend, version=str(obj.get("version", "")),
                     comm_lib_version=str(obj.get("comm_lib_version", "")), pg_ranks=pg_ranks,
-                    pg_status=status, entries=entries)
+                    pg_status=status, raw_entries=tuple(raw))
 
 
 def load_file(path: str, rank: int | None = None) -> RankDump:

@@ -5,15 +5,16 @@ All frozen dataclasses of plain values, so a verdict can be turned into JSON wit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import NamedTuple
 
 
 class BadDump(ValueError):
     """A dump (or a directory of dumps) that cannot be read: one line, meant for the user."""
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One collective (or p2p op) as one rank recorded it.
+class Entry(NamedTuple):
+    """One collective (or p2p op) as one rank recorded it (a NamedTuple: 128k of them load in a blink).
 
     `seq` is the collective sequence id within its process group (`collective_seq_id`, or `p2p_seq_id` when
     `is_p2p`); `op` the profiling name without its backend prefix ("all_reduce"); `state` is what the dump
@@ -29,7 +30,12 @@ class Entry:
     dtypes: tuple                 # input dtypes ("Float", ...)
     state: str
     record_id: int = -1
-    frames: tuple = ()            # ("file:line name", ...) innermost first, as torch records them
+    frames: tuple = ()            # torch's frame dicts {"filename", "line", "name"}, innermost first
+
+    def frame_lines(self) -> list:
+        """The recorded Python stack as "file:line name" strings."""
+        return [f"{f.get('filename', '?')}:{f.get('line', '?')} {f.get('name', '?')}"
+                for f in self.frames if isinstance(f, dict)]
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,21 @@ class RankDump:
     comm_lib_version: str
     pg_ranks: dict                # pg id -> tuple of global ranks in it (from pg_config; may be empty)
     pg_status: dict               # pg id -> {"last_enqueued_collective": n, "last_completed_collective": n, ...}
-    entries: tuple                # tuple[Entry], in record order
+    raw_entries: tuple = field(default=(), repr=False, compare=False)  # torch's entry dicts, in record order
+
+    # Entries are built on demand: 64 ranks x 2000 entries is 128k objects, and a verdict needs only a few.
+    @cached_property
+    def entries(self) -> tuple:
+        """tuple[Entry], in record order (entries that are not well-formed are left out)."""
+        from ddpdoctor.flightrec.dumps import entry
+        names: dict = {}
+        return tuple(x for x in (entry(e, names) for e in self.raw_entries) if x is not None)
+
+    @cached_property
+    def collectives(self) -> dict:
+        """pg id (str) -> collective seq id -> torch's entry dict; p2p ops left out (they number apart)."""
+        from ddpdoctor.flightrec.dumps import index
+        return index(self.raw_entries)
 
     @property
     def world(self) -> tuple:
