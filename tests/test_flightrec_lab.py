@@ -23,12 +23,14 @@ def hung_jobs(tmp_path_factory):
     procs, outs = {}, {}
     for scenario in ("skip", "bcast"):
         out = tmp_path_factory.mktemp(f"fr-{scenario}")
-        env = dict(os.environ, SCENARIO=scenario, FR_OUT=str(out), PG_TIMEOUT="3", TORCH_FR_BUFFER_SIZE="2000",
+        js = tmp_path_factory.mktemp(f"fr-{scenario}-json")
+        env = dict(os.environ, SCENARIO=scenario, FR_OUT=str(out), FR_OUT_JSON=str(js), PG_TIMEOUT="3", TORCH_FR_BUFFER_SIZE="2000",
                    OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
         procs[scenario] = subprocess.Popen(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4", JOB],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         outs[scenario] = str(out)
+        outs[scenario + "-json"] = str(js)
     logs = {}
     for scenario, p in procs.items():
         try:
@@ -37,8 +39,8 @@ def hung_jobs(tmp_path_factory):
             os.killpg(p.pid, signal.SIGKILL)  # torchrun and its workers share the session we gave it
             p.communicate()
             pytest.fail(f"the {scenario} job did not finish in 240 s")
-    for scenario, out in outs.items():
-        assert len(os.listdir(out)) == 4, f"{scenario}: expected 4 dumps\n{logs[scenario][-3000:]}"
+    for name, out in outs.items():
+        assert len(os.listdir(out)) == 4, f"{name}: expected 4 dumps\n{logs[name.split('-')[0]][-3000:]}"
     return outs
 
 
@@ -72,3 +74,7 @@ def test_text_verdict_names_the_origin(hung_jobs):
                        capture_output=True, text=True, env=env, timeout=60)
     assert "ranks diverge at collective #4 all_reduce [16]" in r.stdout
     assert "never entered it (origin): rank 2 (their last collective: #3)" in r.stdout
+
+
+def test_json_dumps_of_the_same_job_give_the_same_verdict(hung_jobs):
+    assert _explain(hung_jobs["skip-json"])["groups"] == _explain(hung_jobs["skip"])["groups"]

@@ -32,3 +32,6 @@ except RuntimeError as e:  # the Gloo timeout (or a peer gone): expected
     print(f"rank {rank}: {type(e).__name__}: {str(e)[:120]}", flush=True)
 with open(os.path.join(os.environ["FR_OUT"], f"fr_rank{rank}"), "wb") as f:
     f.write(torch._C._distributed_c10d._dump_fr_trace())
+if os.environ.get("FR_OUT_JSON"):  # the JSON form of the same dump (torch >= 2.6)
+    with open(os.path.join(os.environ["FR_OUT_JSON"], f"fr_rank{rank}.json"), "wb") as f:
+        f.write(torch._C._distributed_c10d._dump_fr_trace_json())
