@@ -4,6 +4,8 @@
     ddpdoctor explain DD303                             a check: what it verifies, why, how to fix
     ddpdoctor explain --log job.log                     the likely causes of a failed job, with evidence
     ... | ddpdoctor explain --log -                     the same from stdin
+    ddpdoctor explain --log r0.log --log r1.log         several ranks' logs (watchdog lines judged together)
+    ddpdoctor explain --fr DIR                          flight-recorder dumps: where the ranks diverge
     ddpdoctor explain --list                            every failure id
 
 Exit codes: 0 when it explained something (also when a log shows no known signature), 2 for bad
@@ -28,18 +30,32 @@ def check_page(chk) -> str:
 
 @click.command("explain")
 @click.argument("what", required=False, metavar="[FAILURE_ID|DDnnn]")
-@click.option("--log", "log_path", metavar="FILE", help="Explain a failed job's log ('-' reads stdin).")
+@click.option("--log", "log_paths", metavar="FILE", multiple=True,
+              help="Explain a failed job's log ('-' reads stdin); repeat for several ranks' logs.")
+@click.option("--fr", "fr_path", metavar="DIR", help="Explain flight-recorder dumps (a directory or one file).")
 @click.option("--json", "json_out", is_flag=True, help="Print only JSON on stdout.")
 @click.option("--list", "list_all", is_flag=True, help="List the failure modes of the catalog.")
-def explain(what: str | None, log_path: str | None, json_out: bool, list_all: bool):
+def explain(what: str | None, log_paths: tuple, fr_path: str | None, json_out: bool, list_all: bool):
     """Explain a failure mode or a check, or find the cause of a failure in a log."""
-    given = [x for x in (what is not None, log_path is not None, list_all) if x]
+    given = [x for x in (what is not None, bool(log_paths), fr_path is not None, list_all) if x]
     if len(given) > 1:
-        raise BadInput("give one of: a failure id or check id, --log FILE, or --list")
+        raise BadInput("give one of: a failure id or check id, --log FILE, --fr DIR, or --list")
     if list_all:
         _list(json_out)
-    elif log_path is not None:
-        _explain_log(log_path, json_out)
+    elif fr_path is not None:
+        _explain_fr(fr_path, json_out)
+    elif log_paths:
+        if log_paths.count("-") > 1:
+            raise BadInput("--log - (stdin) can be given once")
+        from ddpdoctor.flightrec.watchdog import Tap
+        taps = [Tap(p if p != "-" else "stdin") for p in log_paths]
+        done = [_explain_log(p, json_out, tap) for p, tap in zip(log_paths, taps)]
+        _explain_watchdog(taps, json_out, [doc for doc, _ in done])
+        damages = [damage for _, damage in done if damage]
+        for damage in damages:  # what was readable is above; the damage is still an input error
+            click.echo(f"ddpdoctor: error: {damage}", err=True)
+        if damages:
+            sys.exit(2)
     elif what is not None:
         _explain_id(what, json_out)
     else:
@@ -100,7 +116,45 @@ def _list(json_out: bool) -> None:
     _echo("".join(f"{fm.id:<{width}}  {fm.category:<10} {fm.title}\n" for fm in fms))
 
 
-def _explain_log(path: str, json_out: bool) -> None:
+def _explain_fr(path: str, json_out: bool) -> None:
+    """--fr: flight-recorder dumps (ddpdoctor/flightrec); bad dumps are one line and exit 2."""
+    from ddpdoctor import flightrec
+    from ddpdoctor.flightrec import render as fr_render
+
+    try:
+        dumps, skipped = flightrec.load_dir(path)
+    except flightrec.BadDump as e:
+        raise BadInput(str(e)) from None
+    verdict = flightrec.analyze(dumps, skipped)
+    if json_out:
+        _json({"schema": 1, "command": "explain", "flight_recorder": fr_render.to_dict(verdict)})
+    else:
+        _echo(fr_render.divergence_text(verdict, path))
+
+
+def _explain_watchdog(taps, json_out: bool, docs: list) -> None:
+    """After --log: the NCCL watchdog's per-rank progress lines, judged over every log given.
+
+    Text: a section after the log's explanation. JSON: one object on stdout, the log's report with a
+    "watchdog" key (several logs: {"logs": [report, ...], "watchdog": ...}).
+    """
+    from ddpdoctor.flightrec import render as fr_render
+    from ddpdoctor.flightrec.watchdog import judge_taps
+
+    view = judge_taps(taps)
+    if json_out:
+        reports = [json.loads(d) for d in docs]
+        obj = reports[0] if len(reports) == 1 else {"schema": 1, "command": "explain", "logs": reports}
+        if view.found:
+            obj["watchdog"] = fr_render.to_dict(view)
+        _json(obj)
+    elif view.found:
+        _echo(fr_render.watchdog_text(view))
+
+
+def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str]:
+    """Explain one log: prints the text, or returns the JSON document (the caller prints one object);
+    and what damaged the input ('' when none: a truncated .gz is explained up to the damage)."""
     from ddpdoctor.logscan import explain_stream
     from ddpdoctor.logscan import render
 
@@ -114,6 +168,9 @@ def _explain_log(path: str, json_out: bool) -> None:
         except OSError as e:
             raise BadInput(f"cannot read {path!r}: {e.strerror or e}") from None
         source = path
+    if tap is not None:
+        from ddpdoctor.flightrec.watchdog import TapStream
+        stream = TapStream(stream, tap)
     try:
         try:
             ex = explain_stream(stream, source)
@@ -129,14 +186,10 @@ def _explain_log(path: str, json_out: bool) -> None:
         if damage:
             d["exit_code"] = 2
             d["error"] = {"kind": "bad_input", "message": damage}
-        sys.stdout.write(json.dumps(d, indent=2, allow_nan=False) + "\n")
-        sys.stdout.flush()
-    else:
-        from ddpdoctor.render.text import use_colour
-        _echo(render.render_text(ex, colour=use_colour(sys.stdout)))
-    if damage:  # what was readable is above; the damage is still an input error
-        click.echo(f"ddpdoctor: error: {damage}", err=True)
-        sys.exit(2)
+        return json.dumps(d, indent=2, allow_nan=False), damage
+    from ddpdoctor.render.text import use_colour
+    _echo(render.render_text(ex, colour=use_colour(sys.stdout)))
+    return None, damage
 
 
 def _json(obj) -> None:

@@ -1,0 +1,216 @@
+"""Read flight-recorder dump files (pickle or JSON) into RankDump.
+
+Format (torch 2.4 - 2.13, dump `version` "2.x"): a dict with `version`, `pg_config`
+({pg_name: {"name", "desc", "ranks": "[0, 1]"}}), `pg_status` ({pg_id: {"last_enqueued_collective", ...}}),
+`comm_lib_version` and `entries`: one dict per recorded op with `pg_id`, `process_group` (name, desc),
+`collective_seq_id`, `p2p_seq_id`, `is_p2p`, `profiling_name` ("nccl:all_reduce"), `input_sizes`,
+`input_dtypes`, `output_sizes`, `state`, `record_id`, `frames` (see torch/csrc/distributed/c10d/
+FlightRecorderDetail.hpp, `dump_entries`). Gloo dumps (torch 2.13) key pg_config by the group's name, which is
+"" for the default group, and leave every entry's `state` at "scheduled": we key groups by the entries' `pg_id`
+and never trust a Gloo state. The file is named `<TORCH_FR_DUMP_TEMP_FILE><global rank>`.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pickle
+import re
+
+from ddpdoctor.flightrec import safe_pickle
+from ddpdoctor.flightrec.model import BadDump, Entry, RankDump
+
+MAX_DUMP_BYTES = 512 * 1024 * 1024  # a 20k-entry buffer is a few MB; refuse anything absurd
+_TRAILING_RANK = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json))?$")
+
+
+def rank_from_name(path: str) -> int | None:
+    """torch names a dump `<prefix><rank>` (FlightRecorder.cpp `DebugInfoWriter`): the trailing digits."""
+    m = _TRAILING_RANK.search(os.path.basename(path))
+    return int(m.group(1)) if m else None
+
+
+def _decode(data: bytes, path: str):
+    head = data.lstrip()[:1]
+    if head in (b"{", b"["):
+        try:
+            return json.loads(data)
+        except ValueError as e:
+            raise BadDump(f"{path}: not valid JSON ({e.msg} at byte {e.pos}): truncated?") from None
+    if not data:
+        raise BadDump(f"{path}: empty file")
+    if data[:1] != b"\x80":
+        raise BadDump(f"{path}: not a flight-recorder dump (neither a pickle nor JSON)")
+    try:
+        return safe_pickle.loads(data)
+    except safe_pickle.UnsafePickle as e:
+        raise BadDump(f"{path}: {e}") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, IndexError, TypeError, KeyError,
+            AttributeError, RecursionError, MemoryError, OverflowError) as e:
+        raise BadDump(f"{path}: unreadable pickle ({type(e).__name__}: {str(e)[:80]}): truncated?") from None
+
+
+def _ranks(text) -> tuple:
+    # pg_config ranks is a string "[0, 1, 2]" (str(vector)); JSON dumps may hold a list
+    if isinstance(text, (list, tuple)):
+        return tuple(int(r) for r in text if isinstance(r, int))
+    if isinstance(text, str):
+        try:
+            v = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return ()
+        if isinstance(v, (list, tuple)) and all(isinstance(r, int) for r in v):
+            return tuple(v)
+    return ()
+
+
+def _shape_list(v) -> tuple:
+    if not isinstance(v, (list, tuple)):
+        return ()
+    try:  # the common case, fast: a list of lists of ints (128k entries for 64 ranks x 2000)
+        t = tuple(map(tuple, v))
+        hash(t)
+        return t
+    except TypeError:
+        return tuple(tuple(x for x in s if isinstance(x, int)) if isinstance(s, (list, tuple)) else ()
+                     for s in v)
+
+
+def _int(v, default=-1) -> int:
+    return v if type(v) is int else default
+
+
+def entry(e: dict, names: dict) -> Entry | None:
+    """One of torch's entry dicts as an Entry; None when it lacks a group or a sequence id."""
+    if type(e) is not dict:
+        return None
+    get = e.get
+    name = get("profiling_name") or ""
+    op = names.get(name)
+    if op is None:  # "nccl:all_reduce" -> "all_reduce", once per distinct name
+        name = str(name)
+        op = names[name] = name.split(":", 1)[1] if ":" in name else name
+    pgt = get("process_group")
+    desc = str(pgt[1]) if isinstance(pgt, (list, tuple)) and len(pgt) > 1 else ""
+    pg = get("pg_id")
+    if pg is None and isinstance(pgt, (list, tuple)) and pgt:
+        pg = pgt[0]
+    is_p2p = bool(get("is_p2p"))
+    seq = _int(get("p2p_seq_id") if is_p2p else get("collective_seq_id"))
+    if seq < 0 or pg is None:
+        return None
+    frames = get("frames")
+    dtypes = get("input_dtypes") or ()
+    return Entry(str(pg), desc, seq, op, is_p2p, _shape_list(get("input_sizes")), _shape_list(get("output_sizes")),
+                 tuple(dtypes) if all(type(d) is str for d in dtypes) else tuple(map(str, dtypes)),
+                 str(get("state") or ""), _int(get("record_id")), tuple(frames) if isinstance(frames, list) else ())
+
+
+def _pg_of(e: dict):
+    pg = e.get("pg_id")
+    if pg is None:
+        pgt = e.get("process_group")
+        if isinstance(pgt, (list, tuple)) and pgt:
+            pg = pgt[0]
+    return pg
+
+
+def index(raw) -> dict:
+    """pg id (str) -> collective seq id -> entry dict. A tight loop: it runs over every entry of every rank."""
+    out: dict = {}
+    keys: dict = {}
+    for e in raw:
+        if type(e) is not dict or e.get("is_p2p"):
+            continue
+        seq = e.get("collective_seq_id")
+        if type(seq) is not int or seq < 0:
+            continue
+        pg = e.get("pg_id")
+        key = keys.get(pg)
+        if key is None:
+            pg = _pg_of(e)
+            if pg is None or isinstance(pg, (list, dict)):
+                continue
+            key = keys[e.get("pg_id")] = str(pg)
+        d = out.get(key)
+        if d is None:
+            d = out[key] = {}
+        d[seq] = e
+    return out
+
+
+def parse(obj, path: str, rank: int | None = None) -> RankDump:
+    """Turn a decoded dump (dict) into a RankDump; BadDump when it is not one."""
+    if not isinstance(obj, dict) or "entries" not in obj:
+        raise BadDump(f"{path}: not a flight-recorder dump (no 'entries')")
+    raw = obj.get("entries")
+    if not isinstance(raw, list):
+        raise BadDump(f"{path}: not a flight-recorder dump ('entries' is not a list)")
+    names = {e.get("profiling_name") for e in raw if type(e) is dict}
+    backends = {n.split(":", 1)[0] for n in names if isinstance(n, str) and ":" in n}
+    backend = backends.pop() if len(backends) == 1 else ("mixed" if backends else "")
+    pg_ranks = {}
+    for key, cfg in (obj.get("pg_config") or {}).items():
+        if isinstance(cfg, dict):
+            pg_ranks[str(key)] = _ranks(cfg.get("ranks"))
+    status = {str(k): dict(v) for k, v in (obj.get("pg_status") or {}).items() if isinstance(v, dict)}
+    if rank is None:
+        rank = rank_from_name(path)
+    if rank is None:
+        raise BadDump(f"{path}: cannot tell which rank wrote it (torch names dumps <prefix><rank>)")
+    return RankDump(rank=rank, path=path, backend=backend, version=str(obj.get("version", "")),
+                    comm_lib_version=str(obj.get("comm_lib_version", "")), pg_ranks=pg_ranks,
+                    pg_status=status, raw_entries=tuple(raw))
+
+
+def load_file(path: str, rank: int | None = None) -> RankDump:
+    """Read one dump file. Raises BadDump (one line) on anything that is not a readable dump."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_DUMP_BYTES:
+            raise BadDump(f"{path}: {size} bytes is too large for a flight-recorder dump")
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise BadDump(f"cannot read {path}: {e.strerror or e}") from None
+    return parse(_decode(data, path), path, rank)
+
+
+def load_dir(path: str) -> tuple[list[RankDump], list[str]]:
+    """Read every dump in a directory: (dumps sorted by rank, one note per file skipped).
+
+    Raises BadDump when the directory is unreadable, holds no readable dump, or mixes jobs (two dumps
+    claim the same rank, or the dumps disagree on the ranks of the world).
+    """
+    if os.path.isfile(path):
+        return [load_file(path)], []
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as e:
+        raise BadDump(f"cannot read directory {path}: {e.strerror or e}") from None
+    dumps, skipped = [], []
+    for name in names:
+        full = os.path.join(path, name)
+        if not os.path.isfile(full) or name.startswith("."):
+            continue
+        try:
+            dumps.append(load_file(full))
+        except BadDump as e:
+            if rank_from_name(full) is not None:  # a README or a log beside the dumps is not worth a note
+                skipped.append(str(e))
+    if not dumps:
+        why = f" ({skipped[0]})" if len(skipped) == 1 else (f" ({len(skipped)} files unreadable)" if skipped else "")
+        raise BadDump(f"{path}: no flight-recorder dump found{why}; enable them with TORCH_FR_BUFFER_SIZE=2000 "
+                      f"TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE=<dir>/fr_rank")
+    by_rank: dict[int, RankDump] = {}
+    for d in dumps:
+        if d.rank in by_rank:
+            raise BadDump(f"{path}: two dumps for rank {d.rank} ({os.path.basename(by_rank[d.rank].path)}, "
+                          f"{os.path.basename(d.path)}): mixed jobs? give one job's dumps")
+        by_rank[d.rank] = d
+    worlds = {d.world for d in dumps if d.world}
+    if len(worlds) > 1:
+        sizes = sorted({len(w) for w in worlds})
+        raise BadDump(f"{path}: dumps disagree on the ranks of the job (world sizes {sizes}): mixed jobs? "
+                      f"give one job's dumps")
+    return sorted(dumps, key=lambda d: d.rank), skipped

@@ -1,0 +1,248 @@
+"""The NCCL watchdog's per-rank progress lines: which ranks never entered the stuck collective.
+
+ProcessGroupNCCL.cpp prints, per process group and rank, the last enqueued and last completed work sequence
+ids. Wordings seen across torch versions (all matched on their stable part, `last enqueued ... work: E,
+last completed ... work: C`):
+
+  2.1-2.3  [Rank 5] Exception detected by watchdog at work: 18421, last enqueued NCCL work: 18421, last completed NCCL work: 18420.
+  2.4-2.6  [PG 0 (default_pg) Rank 1] Timeout at NCCL work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.
+           [PG ID 2 PG GUID 3 Rank 3] Exception (either an error or timeout) detected by watchdog at work: 32, last enqueued NCCL work: 32, ...
+  2.7+     [PG ID 0 PG GUID 0(default_pg) Rank 0]  failure detected by watchdog at work sequence id: 5 PG status: last enqueued work: 5, last completed work: 4
+  all      ... Received a dump signal due to a collective timeout from rank 7 ... Last enqueued NCCL work: 56116, last completed NCCL work: 56116.
+           ... NCCL Work update periodically: last enqueued NCCL work: E, last completed NCCL work: C.
+  and      [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1048576, ...)
+
+The rank in a `[PG ... Rank r]` prefix is the rank within that group; torchrun's `[rankN]:` prefix is the global
+rank. A rank whose last enqueued id is below the stuck collective never entered it (the origin); ranks that
+enqueued it wait in it (victims). Reads text only; nothing here imports torch.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_PREFIX = re.compile(r"\[(?:PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))?\s*(?:\((?P<desc>[^)]*)\))?\s+)?"
+                     r"Rank (?P<rank>\d+)\]")
+_GLOBAL = re.compile(r"\[(?:rank|default)(?P<g>\d+)\]:")
+_PROGRESS = re.compile(r"[Ll]ast enqueued (?:NCCL )?work: (?P<enq>-?\d+),? last completed (?:NCCL )?work: "
+                       r"(?P<done>-?\d+)")
+_AT = re.compile(r"(?:at work sequence id|at work|Timeout at NCCL work): (?P<at>-?\d+)")
+_WORK = re.compile(r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>-?\d+))?"
+                   r"(?:, NumelOut=(?P<nout>-?\d+))?")
+
+
+@dataclass(frozen=True)
+class RankProgress:
+    """The last progress line of one rank in one process group."""
+    pg: str
+    pg_desc: str
+    rank: int                     # rank within the group (global for the default group)
+    global_rank: int | None       # from torchrun's [rankN]: prefix, when there is one
+    enqueued: int
+    completed: int
+    failed_at: int | None         # the work id the watchdog failed on, when the line says
+    source: str                   # "file:line"
+
+
+@dataclass(frozen=True)
+class TimedOutWork:
+    pg: str
+    rank: int
+    seq: int
+    op: str
+    numel_in: int | None
+    numel_out: int | None
+    source: str
+
+
+@dataclass(frozen=True)
+class PGWavefront:
+    """Per process group: the stuck collective, who never entered it, who waits in it."""
+    pg: str
+    pg_desc: str
+    stuck_seq: int
+    op: str                       # from a WorkNCCL timeout line at stuck_seq, "" when none
+    origin: tuple                 # ranks whose last enqueued < stuck_seq: never entered it
+    victims: tuple                # ranks that enqueued it and wait
+    wavefront: dict               # last enqueued id -> ranks at it
+    sizes: dict                   # rank -> NumelIn at stuck_seq (from WorkNCCL lines)
+    progress: tuple               # tuple[RankProgress]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class WatchdogView:
+    groups: tuple                 # tuple[PGWavefront], the most telling first
+    lines: int                    # watchdog lines read
+
+    @property
+    def found(self) -> bool:
+        return bool(self.groups)
+
+
+@dataclass
+class _Acc:
+    progress: dict = field(default_factory=dict)   # (pg, rank) -> RankProgress (the last line wins)
+    works: dict = field(default_factory=dict)      # (pg, rank, seq) -> TimedOutWork
+    desc: dict = field(default_factory=dict)
+    lines: int = 0
+
+
+def feed(acc: _Acc, line: str, source: str) -> None:
+    """Read one log line (cheap rejection first: most lines of a log are not watchdog lines)."""
+    if "ork" not in line:
+        return
+    prog = _PROGRESS.search(line)
+    work = _WORK.search(line) if prog is None else None
+    if prog is None and work is None:
+        return
+    pre = _PREFIX.search(line)
+    glob = _GLOBAL.search(line)
+    g = int(glob.group("g")) if glob else None
+    if pre is None and g is None:
+        return
+    pg = pre.group("pg") if pre and pre.group("pg") is not None else "0"
+    rank = int(pre.group("rank")) if pre else g
+    if pre and pre.group("desc"):
+        acc.desc[pg] = pre.group("desc")
+    if pg == "0" and g is not None and pre is None:
+        rank = g
+    acc.lines += 1
+    if prog is not None:
+        at = _AT.search(line)
+        prev = acc.progress.get((pg, rank))
+        failed_at = int(at.group("at")) if at else (prev.failed_at if prev else None)
+        if g is None and prev is not None:
+            g = prev.global_rank
+        acc.progress[(pg, rank)] = RankProgress(pg=pg, pg_desc=acc.desc.get(pg, ""), rank=rank, global_rank=g,
+                                                enqueued=int(prog.group("enq")), completed=int(prog.group("done")),
+                                                failed_at=failed_at, source=source)
+    else:
+        nin, nout = work.group("nin"), work.group("nout")
+        acc.works[(pg, rank, int(work.group("seq")))] = TimedOutWork(
+            pg=pg, rank=rank, seq=int(work.group("seq")), op=work.group("op"),
+            numel_in=int(nin) if nin else None, numel_out=int(nout) if nout else None, source=source)
+
+
+def _judge(acc: _Acc) -> WatchdogView:
+    by_pg: dict[str, list[RankProgress]] = {}
+    for p in acc.progress.values():
+        by_pg.setdefault(p.pg, []).append(p)
+    groups = []
+    for pg, progs in by_pg.items():
+        progs.sort(key=lambda p: p.rank)
+        if all(p.enqueued <= p.completed and p.failed_at is None for p in progs):
+            continue  # every rank finished all it enqueued (a periodic status line): nothing stuck here
+        stuck = min(p.completed for p in progs) + 1
+        if stuck <= 0:  # -1 completed: nothing ever completed, the first collective (1) is stuck
+            stuck = 1
+        origin = tuple(p.rank for p in progs if p.enqueued < stuck)
+        victims = tuple(p.rank for p in progs if p.enqueued >= stuck)
+        wave: dict[int, list[int]] = {}
+        for p in progs:
+            wave.setdefault(p.enqueued, []).append(p.rank)
+        works = [w for (wpg, _r, s), w in acc.works.items() if wpg == pg and s == stuck]
+        op = works[0].op if works else ""
+        sizes = {w.rank: w.numel_in for w in works if w.numel_in is not None}
+        note = ""
+        if not origin and len(set(sizes.values())) > 1:
+            note = "every rank seen entered it with different sizes: a shape mismatch across ranks"
+        elif not origin:
+            note = ("every rank in the log entered it: the cause is not a rank that skipped it (look at ranks "
+                    "absent from the log, the network, or a kernel that never finished)")
+        groups.append(PGWavefront(pg=pg, pg_desc=acc.desc.get(pg, ""), stuck_seq=stuck, op=op, origin=origin,
+                                  victims=victims, wavefront={k: tuple(v) for k, v in sorted(wave.items())},
+                                  sizes=sizes, progress=tuple(progs), note=note))
+    groups.sort(key=lambda w: (not w.origin, w.pg))
+    return WatchdogView(groups=tuple(groups), lines=acc.lines)
+
+
+def scan(lines, source: str = "log") -> WatchdogView:
+    """Judge the watchdog lines of one log (an iterable of str lines)."""
+    return scan_many([(source, lines)])
+
+
+def scan_many(logs) -> WatchdogView:
+    """Judge several ranks' logs together: an iterable of (source name, iterable of str lines)."""
+    acc = _Acc()
+    for source, lines in logs:
+        for n, line in enumerate(lines, 1):
+            feed(acc, line, f"{source}:{n}")
+    return _judge(acc)
+
+
+class Tap:
+    """Collects watchdog lines from the bytes another reader pulls through it (one pass over stdin or a file).
+
+    Memory stays bounded: only the unfinished last line is kept, cut at MAX_LINE bytes.
+    """
+    MAX_LINE = 64 * 1024
+
+    def __init__(self, source: str):
+        self.source = source
+        self._acc = _Acc()
+        self._part = b""
+        self._n = 0
+
+    def feed_bytes(self, data: bytes) -> None:
+        buf = self._part + data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            self._part = buf[-self.MAX_LINE:]
+            return
+        done, self._part = buf[:cut], buf[cut + 1:][-self.MAX_LINE:]
+        if b"ork: " not in done and b"WorkNCCL(" not in done:  # most chunks hold no watchdog line
+            self._n += done.count(b"\n") + 1
+            return
+        for raw in done.split(b"\n"):
+            self._n += 1
+            if b"ork" in raw:
+                feed(self._acc, raw.decode("utf-8", "replace"), f"{self.source}:{self._n}")
+
+    def close(self) -> None:
+        if self._part:
+            self._n += 1
+            feed(self._acc, self._part.decode("utf-8", "replace"), f"{self.source}:{self._n}")
+            self._part = b""
+
+
+class TapStream:
+    """A binary stream that hands every byte read to a Tap as well."""
+
+    def __init__(self, stream, tap: Tap):
+        self._s, self._tap = stream, tap
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._s.read(n)
+        if data:
+            self._tap.feed_bytes(data)
+        return data
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+    def readline(self, n: int = -1) -> bytes:
+        data = self._s.readline(n)
+        if data:
+            self._tap.feed_bytes(data)
+        return data
+
+    def __iter__(self):
+        return iter(self.readline, b"")
+
+    def __getattr__(self, name):
+        return getattr(self._s, name)
+
+
+def judge_taps(taps) -> WatchdogView:
+    """Judge the lines several Taps collected (several ranks' logs read together)."""
+    acc = _Acc()
+    for t in taps:
+        t.close()
+        acc.progress.update(t._acc.progress)
+        acc.works.update(t._acc.works)
+        acc.desc.update(t._acc.desc)
+        acc.lines += t._acc.lines
+    return _judge(acc)
