@@ -20,7 +20,27 @@ from ddpdoctor.smoke.plan import SmokeConfig
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 sys.path.insert(0, str(FAKES))
-import pynvml as fake  # noqa: E402  (the fake: tests/fakes/pynvml.py)
+
+
+def _load_fake():
+    """The fake (tests/fakes/pynvml.py) by its path: a test collected earlier may already have put
+    the real nvidia-ml-py under the name `pynvml` in sys.modules, and `import pynvml` would return it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("pynvml", FAKES / "pynvml.py")
+    mod = importlib.util.module_from_spec(spec)
+    saved = sys.modules.get("pynvml")
+    sys.modules["pynvml"] = mod
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        if saved is not None:
+            sys.modules["pynvml"] = saved
+        else:
+            sys.modules.pop("pynvml", None)
+    return mod
+
+
+fake = _load_fake()
 from test_smoke_run import TAG, _tagged  # noqa: E402
 
 MiB = 1 << 20
