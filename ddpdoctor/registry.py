@@ -56,8 +56,13 @@ class Check:
         return inspect.cleandoc(self.func.__doc__ or "")
 
     def doc_section(self, name: str) -> str:
-        m = re.search(rf"^## {re.escape(name)}\s*\n(.*?)(?=^## |\Z)", self.doc, re.S | re.M)
-        return m.group(1).strip() if m else ""
+        return doc_section(self.doc, name)
+
+
+def doc_section(doc: str, name: str) -> str:
+    """The text under `## name` in a check's or a lint rule's docstring ('' when absent)."""
+    m = re.search(rf"^## {re.escape(name)}\s*\n(.*?)(?=^## |\Z)", doc, re.S | re.M)
+    return m.group(1).strip() if m else ""
 
 
 REGISTRY: dict[str, Check] = {}

@@ -53,8 +53,8 @@ class Rule:
         return inspect.cleandoc(self.func.__doc__ or "")
 
     def doc_section(self, name: str) -> str:
-        m = re.search(rf"^## {re.escape(name)}\s*\n(.*?)(?=^## |\Z)", self.doc, re.S | re.M)
-        return m.group(1).strip() if m else ""
+        from ddpdoctor.registry import doc_section
+        return doc_section(self.doc, name)
 
 
 RULES: dict[str, Rule] = {}
