@@ -19,13 +19,20 @@ from ddpdoctor.validate import BadInput, validate_seconds
               help="Seconds between the two stack samples that tell stuck from progressing.")
 @click.option("--dump-timeout", type=float, default=3.0, show_default=True, help="Seconds one py-spy dump may take.")
 @click.option("--no-gpu", is_flag=True, help="Do not read GPU memory through NVML.")
+@click.option("--gather", is_flag=True,
+              help="Under srun, one task per node: the first node collects every node's view and judges the job.")
+@click.option("--store-port", type=click.IntRange(1, 65535), default=29403, show_default=True,
+              help="With --gather: the port of the TCPStore the first node hosts.")
 @report_options
-def inspect_cmd(pid, interval, dump_timeout, no_gpu, json_out, select, ignore, fail_on, deadline, verbose):
+def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, store_port, json_out, select, ignore, fail_on,
+                deadline, verbose):
     """Find the rank that holds a running job up: who waits in which collective at which line.
 
     \b
     ddpdoctor inspect                 the torch.distributed job on this node
     ddpdoctor inspect --pid 4121      the job this process belongs to
+    srun --jobid <id> --overlap -N <n> --ntasks-per-node 1 ddpdoctor inspect --gather
+                                      every node of a Slurm job, one verdict
 
     Only looks (py-spy --nonblocking, /proc, NVML): the job keeps running unchanged. Exit 1 when
     a rank is stuck, odd, gone or holds memory on another rank's GPU; 0 when the job makes progress.
@@ -45,10 +52,13 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, json_out, select, ignore, f
     if pyspy.binary() is None:
         raise BadInput("py-spy is not installed: pip install py-spy")
     t0 = time.monotonic()
-    try:
-        facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
-    except sample.NoJob as e:
-        raise BadInput(str(e)) from None
+    if gather:
+        facts = _gather(pid, interval, dump_timeout, no_gpu, store_port, deadline, t0)
+    else:
+        try:
+            facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
+        except sample.NoJob as e:
+            raise BadInput(str(e)) from None
     if facts.ranks and all(s.get("kind") == "permission" for r in facts.ranks for s in r["samples"]):
         # not one stack readable: the verdict would be empty, the fix is one line
         click.echo(f"ddpdoctor: error: {pyspy.PTRACE_HELP}", err=True)
@@ -59,7 +69,7 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, json_out, select, ignore, f
     report = runner.run_report("inspect", facts.host, checks, ctx, deadline=left,
                                fail_on_warning=fail_on == "warning",
                                extra={"job": facts.job, "ranks": facts.ranks, "other_jobs": facts.other_jobs,
-                                      "interval_s": facts.interval})
+                                      "interval_s": facts.interval, **({"nodes": facts.nodes} if gather else {})})
     report = dataclasses.replace(report, duration_s=time.monotonic() - t0)
     if not json_out:
         report = dataclasses.replace(report, extra={**report.extra, "text": where_table(facts)})
@@ -69,3 +79,25 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, json_out, select, ignore, f
 @dataclasses.dataclass
 class _Ctx:
     facts: object
+
+
+def _gather(pid, interval, dump_timeout, no_gpu, store_port, deadline, t0):
+    """This node's part of --gather; returns the merged facts on the first node, exits elsewhere."""
+    import os
+
+    from ddpdoctor.inspect import gather, sample
+
+    step = gather.detect_step(os.environ, store_port=store_port)
+    if not step.representative:
+        raise SystemExit(0)  # another task on this node speaks for it
+    # the first node needs time left after its own sample to wait for the slowest node
+    def collect():
+        return sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
+    try:
+        views = gather.run(step, collect, deadline=max(1.0, deadline - 0.5), started=t0)
+    except gather.StoreError as e:
+        click.echo(f"ddpdoctor: error: {step.node}: {e}", err=True)
+        raise SystemExit(1) from None
+    if views is None:
+        raise SystemExit(0)  # the first node prints the verdict for every node
+    return gather.merge(step, views)

@@ -23,6 +23,7 @@ class InspectFacts:
     other_jobs: list[str] = field(default_factory=list)
     nvml: dict[str, Any] = field(default_factory=dict)   # probes.nvml.Snapshot as a dict, or {}
     pid_namespace_differs: bool = False
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # --gather: one entry per node of the step
 
 
 class NoJob(Exception):

@@ -1,0 +1,46 @@
+"""inspect --gather's plumbing on plain data: where a task sits in the step, and one view from many nodes."""
+from __future__ import annotations
+
+import pytest
+
+from ddpdoctor.checks import inspect as J
+from ddpdoctor.inspect import gather
+from ddpdoctor.inspect.table import where_table
+from ddpdoctor.validate import BadInput
+
+
+def test_the_step_index_comes_from_the_node_list_and_the_first_node_hosts_the_store():
+    env = {"SLURM_STEP_NODELIST": "gpu[01-03]", "SLURMD_NODENAME": "gpu02", "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "3"}
+    s = gather.detect_step(env, store_port=29403)
+    assert (s.index, s.world, s.store_host, s.run_id, s.representative) == (1, 3, "gpu01", "7.3", True)
+    assert not gather.detect_step({**env, "SLURM_LOCALID": "1"}, store_port=1).representative
+
+
+def test_outside_a_step_is_one_line_of_bad_input():
+    with pytest.raises(BadInput, match="batch script"):
+        gather.detect_step({"SLURM_JOB_NODELIST": "n1"}, store_port=1)
+
+
+def _rank(rank, node, call, line):
+    w = {"kind": "collective", "call": call, "file": "t.py", "line": line, "func": "<module>", "active": False}
+    s = {"ok": True, "kind": "", "error": "", "where": w, "signature": [["f", "t.py", line]]}
+    return {"rank": rank, "pid": 100 + rank, "host": node, "node": node, "local_rank": rank % 2, "world_size": 6,
+            "state": "S", "main_thread_cpu": 0.0, "env": {"LOCAL_WORLD_SIZE": "2"}, "samples": [s, s]}
+
+
+def test_merged_views_name_the_odd_rank_with_its_node_and_the_node_that_never_reported():
+    step = gather.Step(0, 3, "n1", ("n1", "n2", "n3"), "n1", 1, "1.1", True)
+    views = {0: {"job": "j", "interval": 1.0, "ranks": [_rank(0, "n1", "all_reduce", 9), _rank(1, "n1", "all_reduce", 9)]},
+             1: {"job": "j", "interval": 1.0, "ranks": [_rank(2, "n2", "all_reduce", 9), _rank(3, "n2", "broadcast", 5)]}}
+    facts = gather.merge(step, views)
+
+    class Ctx:
+        pass
+    ctx = Ctx()
+    ctx.facts = facts
+    assert [f.message for f in J.ranks_agree_on_collective(ctx)] == [
+        "rank 3 on n2 in broadcast at t.py:5 while 3 ranks wait in all_reduce at t.py:9"]
+    assert [f.message for f in J.gathered_nodes_reported(ctx)] == [
+        "n3 did not report within the deadline: its ranks are unknown"]
+    assert list(J.ranks_alive(ctx)) == []  # n3 did not report: its ranks 4, 5 are unknown, not gone
+    assert "  n3: did not report" in where_table(facts) and "rank   3 n2 pid" in where_table(facts)
