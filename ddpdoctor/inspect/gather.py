@@ -110,8 +110,10 @@ def wait_views(store, world: int, until: float, poll: float = 0.05) -> dict[int,
 def run(step: Step, collect, *, deadline: float, started: float) -> dict[int, dict] | None:
     """Publish this node's view; on the first node return every node's view (None elsewhere)."""
     until = started + deadline
+    t0 = time.monotonic()
     store = _store(step, timeout=max(1.0, until - time.monotonic()))
-    view = node_view(step, collect)
+    store_s = time.monotonic() - t0  # torch's import and the connection: the cost --gather adds per node
+    view = {**node_view(step, collect), "store_s": round(store_s, 3), "since_start_s": round(time.monotonic() - started, 3)}
     store.set(f"node/{step.index}", json.dumps(view))
     if step.index != 0:
         # stay until the first node has read us: it hosts the store, a client leaving early is fine,
@@ -140,7 +142,8 @@ def merge(step: Step, views: Mapping[int, dict]):
             continue
         nodes.append({"node": name, "index": j, "reported": True, "error": v.get("error", ""),
                       "job": v.get("job", ""), "ranks": len(v.get("ranks", [])), "nvml": v.get("nvml") or {},
-                      "pid_namespace_differs": v.get("pid_namespace_differs", False), "took_s": v.get("took_s")})
+                      "pid_namespace_differs": v.get("pid_namespace_differs", False), "took_s": v.get("took_s"),
+                      "store_s": v.get("store_s"), "since_start_s": v.get("since_start_s")})
         if v.get("ranks"):
             jobs[v["job"]] += len(v["ranks"])
             ranks.extend(v["ranks"])
