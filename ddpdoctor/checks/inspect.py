@@ -393,3 +393,105 @@ def gathered_nodes_reported(ctx):
                           hint="its ranks exited, or the step includes a node the job does not run on",
                           fix=Fix("read the launcher's output for the ranks that ran on it"),
                           evidence={"node": n["node"]})
+
+
+def _pg(g: Mapping[str, Any]) -> str:
+    return f"pg {g.get('pg')}" + (f" ({g['pg_desc']})" if g.get("pg_desc") else "")
+
+
+@check("DD516", "the flight-recorder dumps show every rank in the same collective", category="distributed",
+       tags={"inspect"}, timeout=2)
+def flight_recorder_agrees(ctx):
+    """## What it checks
+    When the job left flight-recorder dumps (in the directory its ranks' `TORCH_FR_DUMP_TEMP_FILE`
+    names, as `ddpdoctor arm` / `prolog --task` arrange, or `--fr DIR`), every rank reached the same
+    collective sequence number of each process group with the same op and sizes.
+
+    ## Why it matters
+    The dumps are written when the watchdog times out (NCCL): they record which collective each rank
+    reached even when the stacks no longer show it (the ranks aborted, or wait in C++). A rank that
+    never entered collective #N, or called another op at #N, is the origin of the hang.
+
+    ## Fix
+    Look at what the named rank did instead of collective #N: a rank-dependent branch, an early
+    exit, uneven data (`DistributedSampler(drop_last=True)`). `ddpdoctor explain --fr DIR` shows the
+    whole verdict.
+    """
+    fr = getattr(ctx.facts, "flightrec", None) or {}
+    if not fr:
+        raise Skip("the job is not armed (no TORCH_FR_DUMP_TEMP_FILE) and no --fr DIR was given")
+    if fr.get("empty"):
+        raise Skip(f"no dump in {fr['dir']} yet (torch writes them when a collective times out)")
+    if fr.get("error"):
+        yield Finding(Severity.WARNING, f"flight-recorder dumps in {fr['dir']} unreadable: {fr['error']}",
+                      fix=Fix("check the dumps' owner and that they come from this job"), evidence=fr)
+        return
+    v = fr["verdict"]
+    groups = v.get("groups") or []
+    reached = {r: s for g in groups[:1] for r, s in (g.get("last_seq") or {}).items()}
+    missing = v.get("missing") or []
+    tail = f"; no dump from {_ranks([int(x) for x in missing])}" if missing else ""
+    ev = {"dir": fr["dir"], "reached": reached, "missing": missing, "groups": groups[:3]}
+    for g in groups:
+        st = g.get("status")
+        at = f"collective #{g.get('seq')} ({g.get('op')}) of {_pg(g)}"
+        if st == "diverged" and g.get("not_entered"):
+            yield Finding(Severity.ERROR,
+                          f"flight recorder: {_ranks(g['not_entered'])} never entered {at}; "
+                          f"{_ranks(g.get('waiting') or [])} wait in it{tail}",
+                          hint=f"dumps in {fr['dir']}", fix=Fix(f"see what {_ranks(g['not_entered'])} did instead of {at}",
+                                                                 commands=(f"ddpdoctor explain --fr {fr['dir']}",)),
+                          evidence=ev)
+        elif st == "mismatch":
+            vs = sorted(g.get("variants") or [], key=lambda x: -len(x.get("ranks") or []))
+            odd = "; ".join(f"{_ranks(x['ranks'])} called {x['op']}" for x in vs[1:])
+            yield Finding(Severity.ERROR,
+                          f"flight recorder: at {at} {odd} while {_ranks(vs[0]['ranks'])} called {vs[0]['op']}{tail}"
+                          if vs else f"flight recorder: ranks called different collectives at {at}{tail}",
+                          hint=f"dumps in {fr['dir']}", fix=Fix("make every rank issue the same collectives in the same order",
+                                                                 commands=(f"ddpdoctor explain --fr {fr['dir']}",)),
+                          evidence=ev)
+        elif st == "stuck":
+            yield Finding(Severity.WARNING,
+                          f"flight recorder: every dumped rank entered {at} and none completed it{tail}",
+                          hint=g.get("note", ""), evidence=ev)
+        else:
+            continue
+        return
+
+
+@check("DD517", "the watchdog lines of the job's log show every rank in the same collective", category="distributed",
+       tags={"inspect"}, timeout=2)
+def watchdog_lines_agree(ctx):
+    """## What it checks
+    In the logs given with `--log`, the NCCL watchdog's per-rank lines (`last enqueued work: N, last
+    completed work: M`) put every rank at the same collective of each process group.
+
+    ## Why it matters
+    When the watchdog times out it prints, per rank, how far each got. The ranks whose last enqueued
+    collective is below the stuck one never entered it: they hold the others up, even if their stacks
+    now look like everyone else's (aborting, or sitting in the same barrier later).
+
+    ## Fix
+    Look at what the named ranks did before the stuck collective (a rank-dependent branch, an early
+    exit, uneven data). `ddpdoctor explain --log FILE` shows the whole verdict.
+    """
+    wd = getattr(ctx.facts, "watchdog", None) or {}
+    if not wd:
+        raise Skip("no --log given")
+    groups = wd.get("groups") or []
+    if not groups:
+        raise Skip(f"no watchdog line in {', '.join(wd.get('logs') or [])}")
+    g = groups[0]
+    at = f"collective #{g.get('stuck_seq')}" + (f" ({g['op']})" if g.get("op") else "") + f" of {_pg(g)}"
+    ev = {"logs": wd.get("logs"), "stuck_seq": g.get("stuck_seq"), "origin": g.get("origin"),
+          "victims": g.get("victims"), "wavefront": g.get("wavefront")}
+    if g.get("origin"):
+        yield Finding(Severity.ERROR, f"watchdog: {_ranks(g['origin'])} never entered {at}; "
+                                      f"{_ranks(g.get('victims') or [])} wait in it",
+                      hint=f"from {', '.join(wd.get('logs') or [])}",
+                      fix=Fix(f"see what {_ranks(g['origin'])} did before {at}"), evidence=ev)
+    else:
+        yield Finding(Severity.WARNING, f"watchdog: {at} timed out on {_ranks(g.get('victims') or [])}, "
+                                        "every rank in the log had entered it",
+                      hint=g.get("note", ""), evidence=ev)

@@ -23,9 +23,13 @@ from ddpdoctor.validate import BadInput, validate_seconds
               help="Under srun, one task per node: the first node collects every node's view and judges the job.")
 @click.option("--store-port", type=click.IntRange(1, 65535), default=29403, show_default=True,
               help="With --gather: the port of the TCPStore the first node hosts.")
+@click.option("--fr", "fr_dir", metavar="DIR",
+              help="Flight-recorder dumps to read (default: the directory the ranks' TORCH_FR_DUMP_TEMP_FILE names).")
+@click.option("--log", "logs", multiple=True, metavar="FILE",
+              help="A log of the job (repeatable): combine its NCCL watchdog lines with the stacks.")
 @report_options
-def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, store_port, json_out, select, ignore, fail_on,
-                deadline, verbose):
+def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, store_port, fr_dir, logs, json_out, select, ignore,
+                fail_on, deadline, verbose):
     """Find the rank that holds a running job up: who waits in which collective at which line.
 
     \b
@@ -41,6 +45,12 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, store_port, json_ou
     dump_timeout = validate_seconds(dump_timeout, "--dump-timeout", minimum=0.2, maximum=60)
     if pid is not None and pid <= 0:
         raise BadInput(f"--pid {pid}: want a positive process id")
+    import os
+    for path in logs:
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise BadInput(f"--log {path}: not a readable file")
+    if fr_dir is not None and not os.path.isdir(fr_dir):
+        raise BadInput(f"--fr {fr_dir}: not a directory")
     if interval + 2 * dump_timeout > deadline:
         dump_timeout = max(0.2, (deadline - interval) / 2)
 
@@ -63,13 +73,22 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, store_port, json_ou
         # not one stack readable: the verdict would be empty, the fix is one line
         click.echo(f"ddpdoctor: error: {pyspy.PTRACE_HELP}", err=True)
         raise SystemExit(1)
+    from ddpdoctor.inspect import armed
+    facts.flightrec = armed.flight_recorder([fr_dir] if fr_dir else armed.dump_dirs(facts.ranks))
+    if logs:
+        try:
+            facts.watchdog = armed.watchdog_lines(logs)
+        except OSError as e:
+            raise BadInput(f"--log: {e.filename}: {e.strerror}") from None
     ctx = _Ctx(facts)
     checks = registry.select("inspect", select=select, ignore=ignore)
     left = max(0.5, deadline - (time.monotonic() - t0))
     report = runner.run_report("inspect", facts.host, checks, ctx, deadline=left,
                                fail_on_warning=fail_on == "warning",
                                extra={"job": facts.job, "ranks": facts.ranks, "other_jobs": facts.other_jobs,
-                                      "interval_s": facts.interval, **({"nodes": facts.nodes} if gather else {})})
+                                      "interval_s": facts.interval, **({"nodes": facts.nodes} if gather else {}),
+                                      **({"flightrec": facts.flightrec} if facts.flightrec else {}),
+                                      **({"watchdog": facts.watchdog} if facts.watchdog else {})})
     report = dataclasses.replace(report, duration_s=time.monotonic() - t0)
     if not json_out:
         report = dataclasses.replace(report, extra={**report.extra, "text": where_table(facts)})
