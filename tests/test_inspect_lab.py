@@ -203,14 +203,14 @@ def test_an_armed_jobs_dumps_and_a_watchdog_log_are_read(job, tmp_path):
     j.wait_ready()
     j.pids = set(_workers(j.proc.pid))
     rc, rep = inspect("--pid", str(j.proc.pid), "--select", "DD516")
-    assert rc == 0 and rep["results"][0]["status"] == "skip" and "no dump in" in rep["results"][0]["findings"][0]["message"] \
-        if rep["results"][0]["findings"] else rep["results"][0]["status"] == "skip"
+    (res,) = rep["results"]
+    assert (rc, res["status"], res["reason"]) == (0, "skip", f"no dump in {fr} yet (torch writes them when a collective times out)")
     for f in (FR_FIXTURES / "gloo-barrier-mismatch").glob("fr_rank*"):
         shutil.copy(f, fr / f.name)
     rc, rep = inspect("--pid", str(j.proc.pid), "--log", str(FR_FIXTURES / "nccl-fr-timeout" / "job.log"))
     assert rc == 1
-    assert findings(rep, "DD516") == [{**findings(rep, "DD516")[0], "message":
-        "flight recorder: at collective #4 (all_reduce) of pg 0 (default_pg) rank 2 called barrier while ranks 0,1,3 called all_reduce"}]
+    assert [f["message"] for f in findings(rep, "DD516")] == [
+        "flight recorder: at collective #4 (all_reduce) of pg 0 (default_pg) rank 2 called barrier while ranks 0,1,3 called all_reduce"]
     assert rep["flightrec"]["dir"] == str(fr)
     assert [f["message"] for f in findings(rep, "DD517")] == [
         "watchdog: collective #5 (ALLREDUCE) of pg 0 (default_pg) timed out on rank 0, every rank in the log had entered it"]
