@@ -76,6 +76,11 @@ def test_gather_names_the_odd_rank_and_its_node(slurm, tmp_path):
         assert findings(rep, "DD510") == [f"rank 3 on node2 in broadcast at hang.py:{line_of('LINE_ODD_BROADCAST')} "
                                           f"while 3 ranks wait in all_reduce at hang.py:{line_of('LINE_WAIT')}"]
         assert findings(rep, "DD515") == [] and [n["reported"] for n in rep["nodes"]] == [True, True]
+        # text: one verdict for the job, printed once (the other node prints nothing), srun exits 1
+        t = slurm.srun("--jobid", jobid, "--overlap", "-N", "2", "--ntasks-per-node", "1", *DD, "inspect", "--gather",
+                       "--no-gpu", "--deadline", "30", env={"PYTHONPATH": str(REPO_ROOT), "NO_COLOR": "1"}, timeout=90)
+        assert t.returncode == 1, t.stderr
+        assert t.stdout.count("rank 3 on node2 in broadcast") == 1 and t.stdout.count("on 2 nodes: 4 rank(s)") == 1, t.stdout
         assert p.poll() is None, "inspect must leave the job running"
     finally:
         slurm.lab.kill(p)
