@@ -44,3 +44,15 @@ def test_merged_views_name_the_odd_rank_with_its_node_and_the_node_that_never_re
         "n3 did not report within the deadline: its ranks are unknown"]
     assert list(J.ranks_alive(ctx)) == []  # n3 did not report: its ranks 4, 5 are unknown, not gone
     assert "  n3: did not report" in where_table(facts) and "rank   3 n2 pid" in where_table(facts)
+
+
+def test_gather_outside_srun_or_with_pid_is_one_line_exit_2():
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    for args in (["--gather"], ["--gather", "--pid", "5"]):
+        p = subprocess.run([sys.executable, "-m", "ddpdoctor", "inspect", *args], capture_output=True, text=True,
+                           timeout=60, env={**env, "PYTHONPATH": root})
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -45,6 +45,8 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, store_port, fr_dir,
     dump_timeout = validate_seconds(dump_timeout, "--dump-timeout", minimum=0.2, maximum=60)
     if pid is not None and pid <= 0:
         raise BadInput(f"--pid {pid}: want a positive process id")
+    if gather and pid is not None:
+        raise BadInput("--pid names a process of one node; --gather finds the job on every node by itself")
     import os
     for path in logs:
         if not os.path.isfile(path) or not os.access(path, os.R_OK):
