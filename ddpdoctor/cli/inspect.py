@@ -5,6 +5,7 @@ Never imports torch: the job's processes are read from outside (/proc, py-spy, N
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import click
@@ -47,7 +48,6 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, store_port, fr_dir,
         raise BadInput(f"--pid {pid}: want a positive process id")
     if gather and pid is not None:
         raise BadInput("--pid names a process of one node; --gather finds the job on every node by itself")
-    import os
     for path in logs:
         if not os.path.isfile(path) or not os.access(path, os.R_OK):
             raise BadInput(f"--log {path}: not a readable file")
@@ -104,17 +104,15 @@ class _Ctx:
 
 def _gather(pid, interval, dump_timeout, no_gpu, store_port, deadline, t0):
     """This node's part of --gather; returns the merged facts on the first node, exits elsewhere."""
-    import os
-
     from ddpdoctor.inspect import gather, sample
 
     step = gather.detect_step(os.environ, store_port=store_port)
     if not step.representative:
         raise SystemExit(0)  # another task on this node speaks for it
-    # the first node needs time left after its own sample to wait for the slowest node
+
     def collect():
         return sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
-    try:
+    try:  # 0.5 s of the deadline is left for the checks and the verdict on the first node
         views = gather.run(step, collect, deadline=max(1.0, deadline - 0.5), started=t0)
     except gather.StoreError as e:
         click.echo(f"ddpdoctor: error: {step.node}: {e}", err=True)
