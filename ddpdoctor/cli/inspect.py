@@ -22,14 +22,14 @@ from ddpdoctor.validate import BadInput, validate_seconds
 @click.option("--no-gpu", is_flag=True, help="Do not read GPU memory through NVML.")
 @click.option("--gather", is_flag=True,
               help="Under srun, one task per node: the first node collects every node's view and judges the job.")
-@click.option("--store-port", type=click.IntRange(1, 65535), default=29403, show_default=True,
-              help="With --gather: the port of the TCPStore the first node hosts.")
+@click.option("--gather-port", type=click.IntRange(1, 65535), default=29403, show_default=True,
+              help="With --gather: the TCP port the first node listens on for the other nodes' views.")
 @click.option("--fr", "fr_dir", metavar="DIR",
               help="Flight-recorder dumps to read (default: the directory the ranks' TORCH_FR_DUMP_TEMP_FILE names).")
 @click.option("--log", "logs", multiple=True, metavar="FILE",
               help="A log of the job (repeatable): combine its NCCL watchdog lines with the stacks.")
 @report_options
-def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, store_port, fr_dir, logs, json_out, select, ignore,
+def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir, logs, json_out, select, ignore,
                 fail_on, deadline, verbose):
     """Find the rank that holds a running job up: who waits in which collective at which line.
 
@@ -65,7 +65,7 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, store_port, fr_dir,
         raise BadInput("py-spy is not installed: pip install py-spy")
     t0 = time.monotonic()
     if gather:
-        facts = _gather(pid, interval, dump_timeout, no_gpu, store_port, deadline, t0)
+        facts = _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0)
     else:
         try:
             facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
@@ -102,11 +102,11 @@ class _Ctx:
     facts: object
 
 
-def _gather(pid, interval, dump_timeout, no_gpu, store_port, deadline, t0):
+def _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0):
     """This node's part of --gather; returns the merged facts on the first node, exits elsewhere."""
     from ddpdoctor.inspect import gather, sample
 
-    step = gather.detect_step(os.environ, store_port=store_port)
+    step = gather.detect_step(os.environ, port=gather_port)
     if not step.representative:
         raise SystemExit(0)  # another task on this node speaks for it
 
@@ -114,7 +114,7 @@ def _gather(pid, interval, dump_timeout, no_gpu, store_port, deadline, t0):
         return sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
     try:  # 0.5 s of the deadline is left for the checks and the verdict on the first node
         views = gather.run(step, collect, deadline=max(1.0, deadline - 0.5), started=t0)
-    except gather.StoreError as e:
+    except gather.GatherError as e:
         click.echo(f"ddpdoctor: error: {step.node}: {e}", err=True)
         raise SystemExit(1) from None
     if views is None:
