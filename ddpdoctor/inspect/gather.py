@@ -27,6 +27,7 @@ from ddpdoctor.validate import BadInput
 
 DEFAULT_PORT = 29403
 MAX_VIEW = 64 << 20  # bytes one node may send (a view of 8 ranks is ~20 KiB)
+CONN_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -83,16 +84,18 @@ def node_view(step: Step, collect) -> dict[str, Any]:
 
 
 def _serve(step: Step, until: float, views: dict[int, dict], srv) -> None:
-    """First node: accept one JSON line per node until every node reported or `until`."""
-    import socket as _s
+    """First node: accept one JSON line per node until every node reported or `until`.
+
+    Connections are served one at a time, each for at most CONN_TIMEOUT: a peer that connects and
+    stalls costs the others that long, not the whole deadline."""
     while len(views) < step.world and time.monotonic() < until:  # views[0] is the first node's own
         srv.settimeout(max(0.05, min(0.5, until - time.monotonic())))
         try:
             conn, _ = srv.accept()
-        except (TimeoutError, _s.timeout, OSError):
+        except OSError:  # TimeoutError included
             continue
         with conn:
-            conn.settimeout(max(0.1, until - time.monotonic()))
+            conn.settimeout(max(0.1, min(CONN_TIMEOUT, until - time.monotonic())))
             buf = b""
             try:
                 while not buf.endswith(b"\n") and len(buf) < MAX_VIEW:
@@ -101,14 +104,18 @@ def _serve(step: Step, until: float, views: dict[int, dict], srv) -> None:
                         break
                     buf += chunk
                 msg = json.loads(buf.decode())  # JSON only: nothing received can execute code
-                if msg.get("run") == step.run_id and isinstance(msg.get("index"), int) and isinstance(msg.get("view"), dict):
-                    views[msg["index"]] = msg["view"]
+                idx = msg.get("index")
+                if (msg.get("run") == step.run_id and type(idx) is int and 0 < idx < step.world
+                        and isinstance(msg.get("view"), dict)):
+                    views[idx] = msg["view"]
                     conn.sendall(b"ok\n")
             except (OSError, ValueError):
                 continue
 
 
 def run(step: Step, collect, *, deadline: float, started: float) -> dict[int, dict] | None:
+    """Sample this node; the first node returns every view that arrived by the deadline (by index),
+    the others send theirs (retrying while the first node is not listening yet) and return None."""
     until = started + deadline
     if step.index == 0:
         try:
@@ -124,7 +131,6 @@ def run(step: Step, collect, *, deadline: float, started: float) -> dict[int, di
         srv.close()
         return dict(views)
     view = node_view(step, collect)
-    t0 = time.monotonic()
     data = json.dumps({"run": step.run_id, "index": step.index,
                        "view": {**view, "since_start_s": round(time.monotonic() - started, 3)}}).encode() + b"\n"
     last = ""
