@@ -17,6 +17,8 @@ Layout (Debian's slurm-wlm 22.05 packages, nothing installed or changed on the h
   declares CPUs=1 whatever the host has): no cgroups are needed or touched;
 * ``gpus=N`` declares N gres GPUs per node (gres.conf over fake device files): Slurm allocates them
   and names them in the Prolog's SLURM_JOB_GPUS; NVML itself is tests/fakes/pynvml.py;
+* ``pid_ns=True`` starts each slurmd under ``unshare --pid --fork --mount-proc``: the tasks of a
+  node see only that node's processes in /proc, as on separate machines (for ``inspect --gather``);
 * ``Prolog=`` and ``TaskProlog=`` always point at two scripts that do nothing until a test
   writes them (``set_prolog`` / ``set_task_prolog``): slurmd reads the script again on every job,
   so a test switches hooks without reconfiguring Slurm.
@@ -88,7 +90,8 @@ def hook_script(argv: Sequence[str], env: Mapping[str, str] | None = None) -> st
 
 class SlurmLab:
     def __init__(self, lab: Lab, *, head: str = "head", computes: Sequence[str] | None = None,
-                 prolog_flags: str = "", conf_extra: str = "", gpus: int = 0, start_timeout: float = 30.0):
+                 prolog_flags: str = "", conf_extra: str = "", gpus: int = 0, start_timeout: float = 30.0,
+                 pid_ns: bool = False, cpus: int = 1):
         ok, why = slurm_available()
         if not ok:
             raise SlurmUnavailable(why)
@@ -96,6 +99,8 @@ class SlurmLab:
         self.head = head
         self.computes = list(computes) if computes is not None else [n for n in lab.names if n != head]
         self._procs: list[subprocess.Popen] = []
+        self.cpus = cpus  # CPUs each node declares (tasks per node a job may ask for)
+        self.pid_ns = pid_ns  # each slurmd in a pid namespace of its own: a node sees only its own processes
         self._closed = False
         cleanup_stale()
         self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{lab.id}-"))
@@ -142,7 +147,7 @@ class SlurmLab:
             (d / "gres.conf").write_text(f"Name=gpu File={d / 'dev'}/nvidia[0-{gpus - 1}]\n")
             gres = f" Gres=gpu:{gpus}"
             conf_extra = f"GresTypes=gpu\n{conf_extra}"
-        nodes = "\n".join(f"NodeName={n} NodeAddr={self.lab.addr(n)} CPUs=1 RealMemory=100{gres} State=UNKNOWN"
+        nodes = "\n".join(f"NodeName={n} NodeAddr={self.lab.addr(n)} CPUs={self.cpus} RealMemory=100{gres} State=UNKNOWN"
                           for n in self.computes)
         self.conf.write_text(f"""# written by tests/slurmlab.py for lab {self.lab.id}
 ClusterName=lab{self.lab.id}
@@ -199,7 +204,10 @@ PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         ctl = self._popen(self.head, [_which("slurmctld"), "-D", "-c", "-f", str(self.conf)], "slurmctld.out")
         self._wait(lambda: self._ctld_up(), 15, "slurmctld did not answer", ctl)
         for n in self.computes:
-            self._popen(n, [_which("slurmd"), "-D", "-N", n, "-f", str(self.conf)], f"slurmd-{n}.out")
+            argv = [_which("slurmd"), "-D", "-N", n, "-f", str(self.conf)]
+            if self.pid_ns:  # --mount-proc: /proc shows that namespace only (what `inspect` reads)
+                argv = [_which("unshare") or "unshare", "--pid", "--fork", "--mount-proc", *argv]
+            self._popen(n, argv, f"slurmd-{n}.out")
         self.wait_idle(self.computes, timeout)
 
     def _ctld_up(self) -> bool:

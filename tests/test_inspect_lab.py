@@ -48,10 +48,10 @@ def _workers(root: int) -> dict[int, str]:
 
 
 class Job:
-    def __init__(self, tmp: Path, nproc: int, mode: str, odd: int = 1, steps: int = 3):
+    def __init__(self, tmp: Path, nproc: int, mode: str, odd: int = 1, steps: int = 3, env: dict | None = None):
         self.log = tmp / f"job-{mode}.log"
         env = {**os.environ, "HANG_MODE": mode, "HANG_RANK": str(odd), "HANG_STEPS": str(steps),
-               "OMP_NUM_THREADS": "1"}
+               "OMP_NUM_THREADS": "1", **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
                                       f"--nproc-per-node={nproc}", str(JOB)], env=env, stdout=open(self.log, "w"),
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -187,3 +187,68 @@ def test_no_job_is_one_line_and_exit_2():
     p = subprocess.run([sys.executable, "-m", "ddpdoctor", "inspect", "--pid", "1"], capture_output=True, text=True,
                        timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+FR_FIXTURES = ROOT / "tests" / "flightrec"
+
+
+def test_an_armed_jobs_dumps_and_a_watchdog_log_are_read(job, tmp_path):
+    # the job is armed the way `ddpdoctor arm` does it; Gloo writes no dump on its own (torch's dump on
+    # timeout is the NCCL watchdog's), so the real Gloo dumps of tests/flightrec/gloo-barrier-mismatch
+    # (rank 2 called barrier at #4) are put where the job's TORCH_FR_DUMP_TEMP_FILE says torch would write
+    import shutil
+    fr = tmp_path / "fr"
+    fr.mkdir()
+    j = job(2, "other", odd=1, env={"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": f"{fr}/fr_rank"})
+    j.wait_ready()
+    j.pids = set(_workers(j.proc.pid))
+    rc, rep = inspect("--pid", str(j.proc.pid), "--select", "DD516")
+    (res,) = rep["results"]
+    assert (rc, res["status"], res["reason"]) == (0, "skip", f"no dump in {fr} yet (torch writes them when a collective times out)")
+    for f in (FR_FIXTURES / "gloo-barrier-mismatch").glob("fr_rank*"):
+        shutil.copy(f, fr / f.name)
+    rc, rep = inspect("--pid", str(j.proc.pid), "--log", str(FR_FIXTURES / "nccl-fr-timeout" / "job.log"))
+    assert rc == 1
+    assert [f["message"] for f in findings(rep, "DD516")] == [
+        "flight recorder: at collective #4 (all_reduce) of pg 0 (default_pg) rank 2 called barrier while ranks 0,1,3 called all_reduce"]
+    assert rep["flightrec"]["dir"] == str(fr)
+    assert [f["message"] for f in findings(rep, "DD517")] == [
+        "watchdog: collective #5 (ALLREDUCE) of pg 0 (default_pg) timed out on rank 0, every rank in the log had entered it"]
+    assert findings(rep, "DD510")  # the stacks still name the odd rank of the running job
+
+
+def test_pid_of_a_rank_picks_its_job_and_a_bad_log_is_one_line_exit_2(job, tmp_path):
+    j = job(2, "other", odd=1)
+    j.wait_ready()
+    before = _workers(j.proc.pid)
+    j.pids = set(before)
+    ranks = sorted(p for p in before if any(v.startswith("RANK=") for v in open(f"/proc/{p}/environ").read().split("\0")))
+    assert len(ranks) == 2
+    rc, rep = inspect("--pid", str(ranks[-1]))  # a rank, not the launcher
+    assert rc == 1 and sorted(r["pid"] for r in rep["ranks"]) == ranks
+    p = subprocess.run([sys.executable, "-m", "ddpdoctor", "inspect", "--log", str(tmp_path / "nope.log")],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [f"ddpdoctor: error: --log {tmp_path / 'nope.log'}: not a readable file"]
+
+
+def test_without_ptrace_rights_it_says_how_to_grant_them(tmp_path):
+    # a "rank" of another user (nobody), inspected by root without CAP_SYS_PTRACE: the kernel refuses
+    # py-spy's process_vm_readv (no Yama on this machine, so a same-user refusal cannot be staged: the
+    # other user stands for it)
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1"}
+    try:
+        rank = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                                 "import time; time.sleep(120)"], env=env, cwd="/", start_new_session=True)
+    except FileNotFoundError:
+        pytest.skip("setpriv not installed")
+    try:
+        time.sleep(0.5)
+        p = subprocess.run(["setpriv", "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace", sys.executable,
+                            "-m", "ddpdoctor", "inspect", "--pid", str(rank.pid)], capture_output=True, text=True,
+                           timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=str(ROOT))
+        # the stacks are refused (exit 1: the job cannot be judged), or already its environ (exit 2)
+        assert p.returncode in (1, 2) and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "ptrace" in p.stderr and "CAP_SYS_PTRACE" in p.stderr, p.stderr
+    finally:
+        rank.kill()
+        rank.wait(10)

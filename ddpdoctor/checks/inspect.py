@@ -63,7 +63,19 @@ def classify(rec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def states(records: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
-    return {r["rank"]: {**classify(r), "pid": r["pid"]} for r in records}
+    return {r["rank"]: {**classify(r), "pid": r["pid"], "node": _node(r)} for r in records}
+
+
+def _node(rec: Mapping[str, Any]) -> str:
+    return rec.get("node") or rec.get("host") or "?"
+
+
+def _who(ranks: Sequence[int], st: Mapping[int, Mapping]) -> str:
+    """`rank 5`, or `rank 5 on node2` when the ranks come from several nodes (`inspect --gather`)."""
+    if len({s.get("node") for s in st.values()}) < 2:
+        return _ranks(ranks)
+    nodes = sorted({st[r]["node"] for r in ranks})
+    return f"{_ranks(ranks)} on {','.join(nodes)}"
 
 
 def _waiting_groups(st: Mapping[int, Mapping]) -> dict[tuple, list[int]]:
@@ -115,12 +127,13 @@ def ranks_agree_on_collective(ctx):
             continue
         yield Finding(
             Severity.ERROR,
-            f"{_ranks(ranks)} in {key[0]} at {key[1]}:{key[2]} while {len(groups[maj])} ranks wait in "
+            f"{_who(ranks, st)} in {key[0]} at {key[1]}:{key[2]} while {len(groups[maj])} ranks wait in "
             f"{maj[0]} at {maj[1]}:{maj[2]}",
             hint=f"pid {', '.join(str(st[r]['pid']) for r in ranks)}; a collective completes only when every rank calls it",
             fix=Fix(f"make {_ranks(ranks)} reach {maj[0]} at {maj[1]}:{maj[2]} like the others: look for a "
                     f"rank-dependent branch before {key[1]}:{key[2]}"),
-            evidence={"odd": ranks, "odd_at": list(key), "majority": groups[maj], "majority_at": list(maj)})
+            evidence={"odd": ranks, "odd_at": list(key), "majority": groups[maj], "majority_at": list(maj),
+                      "nodes": sorted({st[r]["node"] for r in ranks})})
 
 
 @check("DD511", "every rank of the job on this node is alive", category="distributed", tags={"inspect"}, timeout=2)
@@ -141,27 +154,46 @@ def ranks_alive(ctx):
     st = states(recs)
     for rank, s in sorted(st.items()):
         if s["state"] == "gone":
-            yield Finding(Severity.ERROR, f"rank {rank} (pid {s['pid']}) is gone", hint="it exited or is a zombie",
+            yield Finding(Severity.ERROR, f"{_who([rank], st)} (pid {s['pid']}) is gone", hint="it exited or is a zombie",
                           fix=Fix("read its error in the launcher's output or TORCHELASTIC_ERROR_FILE"),
                           evidence={"rank": rank, "pid": s["pid"]})
         elif s["state"] == "stopped":
-            yield Finding(Severity.ERROR, f"rank {rank} (pid {s['pid']}) is stopped (state T)",
+            yield Finding(Severity.ERROR, f"{_who([rank], st)} (pid {s['pid']}) is stopped (state T)",
                           hint="a SIGSTOP or a debugger holds it", fix=Fix("resume it", commands=(f"kill -CONT {s['pid']}",)),
                           evidence={"rank": rank, "pid": s["pid"]})
-    lws = {int(r["env"]["LOCAL_WORLD_SIZE"]) for r in recs if str(r.get("env", {}).get("LOCAL_WORLD_SIZE", "")).isdigit()}
-    present = {r["local_rank"] for r in recs if r.get("local_rank") is not None}
-    if len(lws) == 1 and present:
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for r in recs:
+        by_node.setdefault(_node(r), []).append(r)
+    many = len(by_node) > 1
+    guessed: set[int] = set()
+    for node, nrecs in sorted(by_node.items()):
+        lws = {int(r["env"]["LOCAL_WORLD_SIZE"]) for r in nrecs if str(r.get("env", {}).get("LOCAL_WORLD_SIZE", "")).isdigit()}
+        present = {r["local_rank"] for r in nrecs if r.get("local_rank") is not None}
+        if len(lws) != 1 or not present:
+            continue
         missing = sorted(set(range(lws.pop())) - present)
-        base = {r["local_rank"]: r["rank"] for r in recs if r.get("local_rank") is not None}
+        base = {r["local_rank"]: r["rank"] for r in nrecs if r.get("local_rank") is not None}
         if missing:
             off = {r - lr for lr, r in base.items()}
             guess = [m + off.pop() for m in missing] if len(off) == 1 else []
+            guessed.update(guess)
             yield Finding(Severity.ERROR,
                           f"local rank {','.join(map(str, missing))}" + (f" ({_ranks(guess)})" if guess else "")
-                          + " is gone: no process of the job has it",
+                          + (f" on {node}" if many else "") + " is gone: no process of the job has it",
                           hint="the launcher started it; it exited, and the others wait for it",
                           fix=Fix("read its exit code and error in the launcher's output"),
-                          evidence={"missing_local_ranks": missing, "ranks": guess})
+                          evidence={"missing_local_ranks": missing, "ranks": guess, "node": node})
+    nodes = getattr(ctx.facts, "nodes", None) or []
+    if nodes and all(n.get("reported") for n in nodes):
+        # --gather saw every node of the step: a rank of the world that none of them has is gone
+        world = Counter(r.get("world_size") for r in recs).most_common(1)[0][0]
+        absent = sorted(set(range(world or 0)) - set(st) - guessed)
+        if absent:
+            yield Finding(Severity.ERROR, f"{_ranks(absent)} of {world} on none of the {len(nodes)} nodes gathered: gone",
+                          hint="no process on any node of the step has that rank: it exited (or runs on a node "
+                               "the step did not include)",
+                          fix=Fix("read its exit code and error in the launcher's output; gather every node of the job"),
+                          evidence={"ranks": absent, "world": world})
 
 
 @check("DD512", "no rank is elsewhere while the others wait in a collective", category="distributed",
@@ -190,7 +222,7 @@ def ranks_not_in_collective(ctx):
         if s["state"] != "stuck" or not w or w["kind"] in ("collective", "init", "distributed"):
             continue
         yield Finding(Severity.ERROR,
-                      f"rank {rank} {_desc(w)} while {len(groups[maj])} ranks wait in {maj[0]} at {maj[1]}:{maj[2]}",
+                      f"{_who([rank], st)} {_desc(w)} while {len(groups[maj])} ranks wait in {maj[0]} at {maj[1]}:{maj[2]}",
                       hint=f"pid {s['pid']}: {s.get('why', '')}; it never reaches the collective the others wait in",
                       fix=Fix(f"see why rank {rank} blocks at {_at(w)}",
                               commands=(f"py-spy dump --pid {s['pid']} --native   # with C frames",)),
@@ -296,13 +328,26 @@ def running_rank_memory_on_own_gpu(ctx):
     `init_process_group`, load checkpoints with `map_location` (`from ddpdoctor import setup_ddp;
     setup_ddp()` does all of it).
     """
-    snap = ctx.facts.nvml or {}
-    if not snap.get("available"):
-        raise Skip(f"NVML unavailable: {snap.get('error') or 'not read'}")
     recs = _require_ranks(ctx)
+    nodes = getattr(ctx.facts, "nodes", None) or []
+    if nodes:  # --gather: each node's NVML judges that node's ranks (pids are per node)
+        per = [(n["nvml"], [r for r in recs if _node(r) == n["node"]], n.get("pid_namespace_differs", False))
+               for n in nodes if (n.get("nvml") or {}).get("available")]
+        if not per:
+            raise Skip("NVML unavailable on every node")
+    else:
+        snap = ctx.facts.nvml or {}
+        if not snap.get("available"):
+            raise Skip(f"NVML unavailable: {snap.get('error') or 'not read'}")
+        per = [(snap, recs, ctx.facts.pid_namespace_differs)]
+    for snap, nrecs, ns in per:
+        yield from _memory_findings(snap, nrecs, ns)
+
+
+def _memory_findings(snap, recs, pid_namespace_differs):
     ours = {r["pid"] for r in recs}
     seen = {p["pid"] for g in snap.get("gpus", []) for p in g.get("processes", [])}
-    if ctx.facts.pid_namespace_differs and seen and not seen & ours:
+    if pid_namespace_differs and seen and not seen & ours:
         yield Finding(Severity.WARNING,
                       "NVML reports pids of another pid namespace (a container): cannot map GPU memory to ranks here",
                       hint=f"NVML pids {sorted(seen)[:8]} match none of the job's pids {sorted(ours)[:8]}",
@@ -315,3 +360,138 @@ def running_rank_memory_on_own_gpu(ctx):
                       hint="a CUDA call ran before torch.cuda.set_device(local_rank), or torch.load without map_location",
                       fix=Fix("bind each process to its own GPU before any CUDA call", code=SET_DEVICE_CODE),
                       evidence={k: m[k] for k in ("rank", "pid", "gpu", "uuid", "used", "own_gpu")})
+
+
+@check("DD515", "every node of the step reported its ranks (inspect --gather)", category="distributed",
+       tags={"inspect"}, timeout=2)
+def gathered_nodes_reported(ctx):
+    """## What it checks
+    With `inspect --gather`, every node of the srun step published its view in time and has at
+    least one process of the job.
+
+    ## Why it matters
+    A node that never reports (its task did not start, it could not reach the first node's store,
+    or its py-spy overran the deadline) hides its ranks: the odd rank may be among them. A node
+    with no process of the job lost its ranks (they exited) or is not part of the job's step.
+
+    ## Fix
+    For a node that did not report: run `ddpdoctor inspect` on it directly, raise `--deadline`, or
+    check that the first node's `--store-port` is reachable. For a node without ranks: read the
+    launcher's output for the ranks that exited there.
+    """
+    nodes = getattr(ctx.facts, "nodes", None) or []
+    if not nodes:
+        raise Skip("not a --gather run")
+    for n in nodes:
+        if not n.get("reported"):
+            yield Finding(Severity.ERROR, f"{n['node']} did not report within the deadline: its ranks are unknown",
+                          hint="its task did not start, could not reach the store on the first node, or overran",
+                          fix=Fix(f"inspect it directly: ssh {n['node']} ddpdoctor inspect; or raise --deadline"),
+                          evidence={"node": n["node"]})
+        elif n.get("error"):
+            yield Finding(Severity.ERROR, f"{n['node']}: {n['error']}",
+                          hint="its ranks exited, or the step includes a node the job does not run on",
+                          fix=Fix("read the launcher's output for the ranks that ran on it"),
+                          evidence={"node": n["node"]})
+
+
+def _pg(g: Mapping[str, Any]) -> str:
+    return f"pg {g.get('pg')}" + (f" ({g['pg_desc']})" if g.get("pg_desc") else "")
+
+
+@check("DD516", "the flight-recorder dumps show every rank in the same collective", category="distributed",
+       tags={"inspect"}, timeout=2)
+def flight_recorder_agrees(ctx):
+    """## What it checks
+    When the job left flight-recorder dumps (in the directory its ranks' `TORCH_FR_DUMP_TEMP_FILE`
+    names, as `ddpdoctor arm` / `prolog --task` arrange, or `--fr DIR`), every rank reached the same
+    collective sequence number of each process group with the same op and sizes.
+
+    ## Why it matters
+    The dumps are written when the watchdog times out (NCCL): they record which collective each rank
+    reached even when the stacks no longer show it (the ranks aborted, or wait in C++). A rank that
+    never entered collective #N, or called another op at #N, is the origin of the hang.
+
+    ## Fix
+    Look at what the named rank did instead of collective #N: a rank-dependent branch, an early
+    exit, uneven data (`DistributedSampler(drop_last=True)`). `ddpdoctor explain --fr DIR` shows the
+    whole verdict.
+    """
+    fr = getattr(ctx.facts, "flightrec", None) or {}
+    if not fr:
+        raise Skip("the job is not armed (no TORCH_FR_DUMP_TEMP_FILE) and no --fr DIR was given")
+    if fr.get("empty"):
+        raise Skip(f"no dump in {fr['dir']} yet (torch writes them when a collective times out)")
+    if fr.get("error"):
+        yield Finding(Severity.WARNING, f"flight-recorder dumps in {fr['dir']} unreadable: {fr['error']}",
+                      fix=Fix("check the dumps' owner and that they come from this job"), evidence=fr)
+        return
+    v = fr["verdict"]
+    groups = v.get("groups") or []
+    reached = {r: s for g in groups[:1] for r, s in (g.get("last_seq") or {}).items()}
+    missing = v.get("missing") or []
+    tail = f"; no dump from {_ranks([int(x) for x in missing])}" if missing else ""
+    ev = {"dir": fr["dir"], "reached": reached, "missing": missing, "groups": groups[:3]}
+    for g in groups:
+        st = g.get("status")
+        at = f"collective #{g.get('seq')} ({g.get('op')}) of {_pg(g)}"
+        if st == "diverged" and g.get("not_entered"):
+            yield Finding(Severity.ERROR,
+                          f"flight recorder: {_ranks(g['not_entered'])} never entered {at}; "
+                          f"{_ranks(g.get('waiting') or [])} wait in it{tail}",
+                          hint=f"dumps in {fr['dir']}", fix=Fix(f"see what {_ranks(g['not_entered'])} did instead of {at}",
+                                                                 commands=(f"ddpdoctor explain --fr {fr['dir']}",)),
+                          evidence=ev)
+        elif st == "mismatch":
+            vs = sorted(g.get("variants") or [], key=lambda x: -len(x.get("ranks") or []))
+            odd = "; ".join(f"{_ranks(x['ranks'])} called {x['op']}" for x in vs[1:])
+            yield Finding(Severity.ERROR,
+                          f"flight recorder: at {at} {odd} while {_ranks(vs[0]['ranks'])} called {vs[0]['op']}{tail}"
+                          if vs else f"flight recorder: ranks called different collectives at {at}{tail}",
+                          hint=f"dumps in {fr['dir']}", fix=Fix("make every rank issue the same collectives in the same order",
+                                                                 commands=(f"ddpdoctor explain --fr {fr['dir']}",)),
+                          evidence=ev)
+        elif st == "stuck":
+            yield Finding(Severity.WARNING,
+                          f"flight recorder: every dumped rank entered {at} and none completed it{tail}",
+                          hint=g.get("note", ""), evidence=ev)
+        else:
+            continue
+        return
+
+
+@check("DD517", "the watchdog lines of the job's log show every rank in the same collective", category="distributed",
+       tags={"inspect"}, timeout=2)
+def watchdog_lines_agree(ctx):
+    """## What it checks
+    In the logs given with `--log`, the NCCL watchdog's per-rank lines (`last enqueued work: N, last
+    completed work: M`) put every rank at the same collective of each process group.
+
+    ## Why it matters
+    When the watchdog times out it prints, per rank, how far each got. The ranks whose last enqueued
+    collective is below the stuck one never entered it: they hold the others up, even if their stacks
+    now look like everyone else's (aborting, or sitting in the same barrier later).
+
+    ## Fix
+    Look at what the named ranks did before the stuck collective (a rank-dependent branch, an early
+    exit, uneven data). `ddpdoctor explain --log FILE` shows the whole verdict.
+    """
+    wd = getattr(ctx.facts, "watchdog", None) or {}
+    if not wd:
+        raise Skip("no --log given")
+    groups = wd.get("groups") or []
+    if not groups:
+        raise Skip(f"no watchdog line in {', '.join(wd.get('logs') or [])}")
+    g = groups[0]
+    at = f"collective #{g.get('stuck_seq')}" + (f" ({g['op']})" if g.get("op") else "") + f" of {_pg(g)}"
+    ev = {"logs": wd.get("logs"), "stuck_seq": g.get("stuck_seq"), "origin": g.get("origin"),
+          "victims": g.get("victims"), "wavefront": g.get("wavefront")}
+    if g.get("origin"):
+        yield Finding(Severity.ERROR, f"watchdog: {_ranks(g['origin'])} never entered {at}; "
+                                      f"{_ranks(g.get('victims') or [])} wait in it",
+                      hint=f"from {', '.join(wd.get('logs') or [])}",
+                      fix=Fix(f"see what {_ranks(g['origin'])} did before {at}"), evidence=ev)
+    else:
+        yield Finding(Severity.WARNING, f"watchdog: {at} timed out on {_ranks(g.get('victims') or [])}, "
+                                        "every rank in the log had entered it",
+                      hint=g.get("note", ""), evidence=ev)

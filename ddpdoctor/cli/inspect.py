@@ -5,6 +5,7 @@ Never imports torch: the job's processes are read from outside (/proc, py-spy, N
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import click
@@ -19,13 +20,24 @@ from ddpdoctor.validate import BadInput, validate_seconds
               help="Seconds between the two stack samples that tell stuck from progressing.")
 @click.option("--dump-timeout", type=float, default=3.0, show_default=True, help="Seconds one py-spy dump may take.")
 @click.option("--no-gpu", is_flag=True, help="Do not read GPU memory through NVML.")
+@click.option("--gather", is_flag=True,
+              help="Under srun, one task per node: the first node collects every node's view and judges the job.")
+@click.option("--gather-port", type=click.IntRange(1, 65535), default=29403, show_default=True,
+              help="With --gather: the TCP port the first node listens on for the other nodes' views.")
+@click.option("--fr", "fr_dir", metavar="DIR",
+              help="Flight-recorder dumps to read (default: the directory the ranks' TORCH_FR_DUMP_TEMP_FILE names).")
+@click.option("--log", "logs", multiple=True, metavar="FILE",
+              help="A log of the job (repeatable): combine its NCCL watchdog lines with the stacks.")
 @report_options
-def inspect_cmd(pid, interval, dump_timeout, no_gpu, json_out, select, ignore, fail_on, deadline, verbose):
+def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir, logs, json_out, select, ignore,
+                fail_on, deadline, verbose):
     """Find the rank that holds a running job up: who waits in which collective at which line.
 
     \b
     ddpdoctor inspect                 the torch.distributed job on this node
     ddpdoctor inspect --pid 4121      the job this process belongs to
+    srun --jobid <id> --overlap -N <n> --ntasks-per-node 1 ddpdoctor inspect --gather
+                                      every node of a Slurm job, one verdict
 
     Only looks (py-spy --nonblocking, /proc, NVML): the job keeps running unchanged. Exit 1 when
     a rank is stuck, odd, gone or holds memory on another rank's GPU; 0 when the job makes progress.
@@ -34,6 +46,13 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, json_out, select, ignore, f
     dump_timeout = validate_seconds(dump_timeout, "--dump-timeout", minimum=0.2, maximum=60)
     if pid is not None and pid <= 0:
         raise BadInput(f"--pid {pid}: want a positive process id")
+    if gather and pid is not None:
+        raise BadInput("--pid names a process of one node; --gather finds the job on every node by itself")
+    for path in logs:
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise BadInput(f"--log {path}: not a readable file")
+    if fr_dir is not None and not os.path.isdir(fr_dir):
+        raise BadInput(f"--fr {fr_dir}: not a directory")
     if interval + 2 * dump_timeout > deadline:
         dump_timeout = max(0.2, (deadline - interval) / 2)
 
@@ -45,21 +64,33 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, json_out, select, ignore, f
     if pyspy.binary() is None:
         raise BadInput("py-spy is not installed: pip install py-spy")
     t0 = time.monotonic()
-    try:
-        facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
-    except sample.NoJob as e:
-        raise BadInput(str(e)) from None
+    if gather:
+        facts = _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0)
+    else:
+        try:
+            facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
+        except sample.NoJob as e:
+            raise BadInput(str(e)) from None
     if facts.ranks and all(s.get("kind") == "permission" for r in facts.ranks for s in r["samples"]):
         # not one stack readable: the verdict would be empty, the fix is one line
         click.echo(f"ddpdoctor: error: {pyspy.PTRACE_HELP}", err=True)
         raise SystemExit(1)
+    from ddpdoctor.inspect import armed
+    facts.flightrec = armed.flight_recorder([fr_dir] if fr_dir else armed.dump_dirs(facts.ranks))
+    if logs:
+        try:
+            facts.watchdog = armed.watchdog_lines(logs)
+        except OSError as e:
+            raise BadInput(f"--log: {e.filename}: {e.strerror}") from None
     ctx = _Ctx(facts)
     checks = registry.select("inspect", select=select, ignore=ignore)
     left = max(0.5, deadline - (time.monotonic() - t0))
     report = runner.run_report("inspect", facts.host, checks, ctx, deadline=left,
                                fail_on_warning=fail_on == "warning",
                                extra={"job": facts.job, "ranks": facts.ranks, "other_jobs": facts.other_jobs,
-                                      "interval_s": facts.interval})
+                                      "interval_s": facts.interval, **({"nodes": facts.nodes} if gather else {}),
+                                      **({"flightrec": facts.flightrec} if facts.flightrec else {}),
+                                      **({"watchdog": facts.watchdog} if facts.watchdog else {})})
     report = dataclasses.replace(report, duration_s=time.monotonic() - t0)
     if not json_out:
         report = dataclasses.replace(report, extra={**report.extra, "text": where_table(facts)})
@@ -69,3 +100,23 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, json_out, select, ignore, f
 @dataclasses.dataclass
 class _Ctx:
     facts: object
+
+
+def _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0):
+    """This node's part of --gather; returns the merged facts on the first node, exits elsewhere."""
+    from ddpdoctor.inspect import gather, sample
+
+    step = gather.detect_step(os.environ, port=gather_port)
+    if not step.representative:
+        raise SystemExit(0)  # another task on this node speaks for it
+
+    def collect():
+        return sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
+    try:  # 0.5 s of the deadline is left for the checks and the verdict on the first node
+        views = gather.run(step, collect, deadline=max(1.0, deadline - 0.5), started=t0)
+    except gather.GatherError as e:
+        click.echo(f"ddpdoctor: error: {step.node}: {e}", err=True)
+        raise SystemExit(1) from None
+    if views is None:
+        raise SystemExit(0)  # the first node prints the verdict for every node
+    return gather.merge(step, views)

@@ -65,7 +65,7 @@ class _PrologCommand(click.Command):
 
 
 @click.command("prolog", cls=_PrologCommand)
-@click.option("--task", is_flag=True, help="TaskProlog mode: print `export` lines for GLOO/NCCL_SOCKET_IFNAME and nothing else.")
+@click.option("--task", is_flag=True, help="TaskProlog mode: print `export` lines for GLOO/NCCL_SOCKET_IFNAME and `ddpdoctor arm`'s, nothing else.")
 @click.option("--config", "config_path", metavar="FILE", help="Site configuration (TOML). Default: /etc/ddpdoctor.toml if it exists.")
 @click.option("--deadline", type=FINITE, metavar="SECONDS", help="For everything, Python's start-up included. Default: 5 (prolog.deadline).")
 @click.option("--drain", is_flag=True, help="On a node fault, also set the drain reason with scontrol (Slurm's own says 'Prolog error').")
@@ -118,19 +118,29 @@ def _task(config_path: str | None) -> int:
     """Print only `export`/`print` lines; whatever happens, exit 0 (a failing TaskProlog fails the task)."""
     try:
         from ddpdoctor.slurm.config import load
-        from ddpdoctor.slurm.taskprolog import task_lines
+        from ddpdoctor.slurm.taskprolog import arm_task_lines, task_lines
         cfg = load(config_path)
-        lines = task_lines(os.environ, variables=cfg.task_variables, timeout=min(cfg.probe_timeout, 2.0))
+        lines = []
+        for part in (lambda: task_lines(os.environ, variables=cfg.task_variables, timeout=min(cfg.probe_timeout, 2.0)),
+                     lambda: arm_task_lines(os.environ, cfg)):  # one failing part leaves the other's lines
+            try:
+                lines += part()
+            except Exception as e:  # noqa: BLE001
+                _task_error(e)
     except Exception as e:  # noqa: BLE001
-        try:
-            sys.stderr.write(f"ddpdoctor: task prolog: {type(e).__name__}: {e}\n")
-        except OSError:
-            pass
+        _task_error(e)
         return 0
     if lines:
         from ddpdoctor.cli.common import write_stdout
         write_stdout("".join(line + "\n" for line in lines))
     return 0
+
+
+def _task_error(e: BaseException) -> None:
+    try:
+        sys.stderr.write(f"ddpdoctor: task prolog: {type(e).__name__}: {e}\n")
+    except OSError:
+        pass
 
 
 def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[str], ignore: Sequence[str],

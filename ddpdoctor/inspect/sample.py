@@ -23,6 +23,9 @@ class InspectFacts:
     other_jobs: list[str] = field(default_factory=list)
     nvml: dict[str, Any] = field(default_factory=dict)   # probes.nvml.Snapshot as a dict, or {}
     pid_namespace_differs: bool = False
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # --gather: one entry per node of the step
+    flightrec: dict[str, Any] = field(default_factory=dict)    # inspect/armed.py: the dumps' verdict, or why none
+    watchdog: dict[str, Any] = field(default_factory=dict)     # inspect/armed.py: --log's watchdog lines
 
 
 class NoJob(Exception):
@@ -41,14 +44,28 @@ def pick_job(disc: jobprocs.Discovery, pid: int | None) -> tuple[str, list[jobpr
                     return key, procs, sorted(k for k in jobs if k != key)
         env = jobprocs.read_environ(pid)
         if env is None:
+            if os.path.exists(f"/proc/{pid}") and not can_ptrace_others():
+                raise NoJob(f"--pid {pid}: its environment is not readable: {pyspy.PTRACE_HELP}")
             raise NoJob(f"--pid {pid}: no such process, or its environment is not readable")
         raise NoJob(f"--pid {pid}: not a process of a torch.distributed job (no RANK/WORLD_SIZE in its environment)")
     if not jobs:
         more = (f" ({disc.unreadable} processes' environments not readable: run as root or as the job's user)"
-                if disc.unreadable and os.geteuid() != 0 else "")
+                if disc.unreadable and not can_ptrace_others() else "")
         raise NoJob(f"no torch.distributed job on this node: no process has RANK/WORLD_SIZE in its environment{more}")
     key = max(jobs, key=lambda k: len(jobs[k]))
     return key, jobs[key], sorted(k for k in jobs if k != key)
+
+
+def can_ptrace_others() -> bool:
+    """Root with CAP_SYS_PTRACE (bit 19 of CapEff): may read any process's environ and stack."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return os.geteuid() == 0 and bool(int(line.split()[1], 16) >> 19 & 1)
+    except (OSError, ValueError):
+        pass
+    return os.geteuid() == 0
 
 
 def _nvml_snapshot() -> dict[str, Any]:

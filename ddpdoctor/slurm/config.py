@@ -20,6 +20,10 @@
 
     [task]
     variables = ["GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"]   # what the task prolog may export
+    arm = true              # also export `ddpdoctor arm`'s flight-recorder variables (docs/inspect.md)
+    fr_entries = 2000       # flight-recorder entries per process group
+    fr_dir = "/tmp/ddpdoctor-fr"   # where per-job dump directories go (default $TMPDIR/ddpdoctor-fr-<uid>)
+    pg_timeout = 10         # minutes: print init_process_group(timeout=...) advice in each task's output
 
 Unknown sections or keys are an error (a typo must not silently leave a check on), reported as a
 usage error: the prolog logs it and does not fail the node.
@@ -89,12 +93,17 @@ class SiteConfig:
     report_file: str = ""
     thresholds: Thresholds = field(default_factory=Thresholds)
     task_variables: tuple[str, ...] = TASK_VARIABLES
+    task_arm: bool = True
+    task_fr_entries: int = 2000
+    task_fr_dir: str = ""
+    task_pg_timeout: float | None = None
 
     def is_warn_only(self, check_id: str) -> bool:
         return check_id.upper().startswith(tuple(p.upper() for p in self.warn_only)) if self.warn_only else False
 
 
 _PROLOG_KEYS = {"select", "ignore", "warn_only", "deadline", "probe_timeout", "drain", "drain_on_timeout", "report_file"}
+_TASK_KEYS = {"variables", "arm", "fr_entries", "fr_dir", "pg_timeout"}
 _THRESHOLD_KEYS = {f.name for f in dataclasses.fields(Thresholds)}
 _ID_PREFIX = re.compile(r"^DD\d{0,3}$", re.I)
 
@@ -166,8 +175,24 @@ def from_mapping(data: Mapping[str, Any], path: str | None = None) -> SiteConfig
     task = data.get("task", {})
     if not isinstance(task, Mapping):
         raise ConfigError(f"{where}: [task] must be a table")
-    for key in set(task) - {"variables"}:
-        raise ConfigError(f"{where}: unknown key task.{key} (known: variables)")
+    for key in set(task) - _TASK_KEYS:
+        raise ConfigError(f"{where}: unknown key task.{key} (known: {', '.join(sorted(_TASK_KEYS))})")
+    if "arm" in task:
+        kw["task_arm"] = _bool(task["arm"], f"{where}: task.arm")
+    if "fr_entries" in task:
+        v = task["fr_entries"]
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1_000_000:
+            raise ConfigError(f"{where}: task.fr_entries: want an integer 1-1000000, not {v!r}")
+        kw["task_fr_entries"] = v
+    if "fr_dir" in task:
+        if not isinstance(task["fr_dir"], str) or not task["fr_dir"].startswith("/"):
+            raise ConfigError(f"{where}: task.fr_dir: want an absolute path")
+        kw["task_fr_dir"] = task["fr_dir"]
+    if "pg_timeout" in task:
+        v = task["pg_timeout"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1440:
+            raise ConfigError(f"{where}: task.pg_timeout: want minutes in (0, 1440], not {v!r}")
+        kw["task_pg_timeout"] = float(v)
     if "variables" in task:
         v = task["variables"]
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v) or not set(v) <= set(TASK_VARIABLES):

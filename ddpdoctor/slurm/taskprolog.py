@@ -8,6 +8,10 @@ quoting, so only plain interface names are ever printed.
 The route is the one the kernel picks from this node to the job's first node (the usual rendezvous
 host); on the first node itself, to the second one. The values are those of
 ddpdoctor.checks.nic.recommended_env, the fix `ddpdoctor network` prints, in each variable's own grammar.
+
+Unless the site config says `[task] arm = false`, the task also gets the lines `ddpdoctor arm` prints
+(ddpdoctor/inspect/arm.py: flight recorder on, dumps on timeout into a per-job directory), in
+TaskProlog syntax; a variable the user set is never overridden.
 """
 from __future__ import annotations
 
@@ -51,3 +55,12 @@ def task_lines(env: Mapping[str, str], *, variables: tuple[str, ...] = TASK_VARI
         return [f"print ddpdoctor: no route from {me} to {target} ({facts.master_addr}); {', '.join(wanted)} left unset"]
     rec = recommended_env(facts)
     return [f"export {k}={rec[k]}" for k in wanted if rec.get(k) and _SAFE_VALUE.match(rec[k])]
+
+
+def arm_task_lines(env: Mapping[str, str], cfg) -> list[str]:
+    """`ddpdoctor arm`'s export lines for one task, as the site config (`[task]`) asks; [] when it says no."""
+    if not cfg.task_arm or not env.get("SLURM_JOB_ID"):
+        return []  # outside a job there is no job to arm (and no per-job directory to name)
+    from ddpdoctor.inspect.arm import arm_lines
+    return arm_lines(env, root=cfg.task_fr_dir or None, entries=cfg.task_fr_entries,
+                     pg_timeout_min=cfg.task_pg_timeout, shell=False)

@@ -20,6 +20,8 @@ if r == odd and mode == "other":
     dist.broadcast(t, 0)  # LINE_ODD_BROADCAST
 elif r == odd and mode == "sleep":
     time.sleep(3600)  # LINE_ODD_SLEEP
+if mode == "idle":  # no collective pending: a rank killed now leaves the others running (Gloo notices only in I/O)
+    time.sleep(3600)  # LINE_IDLE
 dist.all_reduce(t)  # LINE_WAIT
 dist.destroy_process_group()  # without it Gloo may abort at exit ("terminate called without an active exception")
 print(f"done {r}", flush=True)

@@ -1,0 +1,49 @@
+"""DD516 / DD517 on what an armed job leaves: real dumps (tests/flightrec/) read through ddpdoctor.flightrec."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ddpdoctor.checks import inspect as J
+from ddpdoctor.inspect import armed
+from ddpdoctor.model import Severity
+from ddpdoctor.registry import Skip
+
+FR = Path(__file__).parent / "flightrec"
+
+
+def ctx(**kw):
+    return SimpleNamespace(facts=SimpleNamespace(**kw))
+
+
+def test_the_dump_dir_is_the_one_the_ranks_were_started_with():
+    ranks = [{"env": {"TORCH_FR_DUMP_TEMP_FILE": "/x/job7/fr_rank_"}}, {"env": {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/y/fr"}},
+             {"env": {}}]
+    assert armed.dump_dirs(ranks) == ["/x/job7", "/y"]
+
+
+def test_gloo_dumps_name_the_rank_that_called_another_collective():
+    fr = armed.flight_recorder([str(FR / "gloo-barrier-mismatch")])
+    (f,) = J.flight_recorder_agrees(ctx(flightrec=fr))
+    assert f.severity is Severity.ERROR
+    assert f.message == ("flight recorder: at collective #4 (all_reduce) of pg 0 (default_pg) rank 2 called barrier "
+                         "while ranks 0,1,3 called all_reduce")
+    assert f.evidence["reached"] == {"0": 4, "1": 4, "2": 4, "3": 4}
+
+
+def test_an_nccl_dump_where_everyone_entered_is_a_warning_not_a_culprit():
+    (f,) = J.flight_recorder_agrees(ctx(flightrec=armed.flight_recorder([str(FR / "nccl-fr-timeout")])))
+    assert f.severity is Severity.WARNING and "entered collective #5 (all_reduce)" in f.message
+
+
+def test_an_armed_dir_without_dumps_yet_is_a_skip(tmp_path):
+    with pytest.raises(Skip, match="no dump in"):
+        list(J.flight_recorder_agrees(ctx(flightrec=armed.flight_recorder([str(tmp_path)]))))
+
+
+def test_watchdog_lines_of_a_log_are_combined():
+    wd = armed.watchdog_lines([str(FR / "nccl-fr-timeout" / "job.log")])
+    (f,) = J.watchdog_lines_agree(ctx(watchdog=wd))
+    assert f.message == "watchdog: collective #5 (ALLREDUCE) of pg 0 (default_pg) timed out on rank 0, every rank in the log had entered it"
