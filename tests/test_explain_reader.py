@@ -149,6 +149,27 @@ def test_memmem_and_bytes_find_scanners_agree_on_the_corpus():
             assert a == b, name
 
 
+@pytest.mark.skipif(FIND is _bytes_find, reason="no libc memmem here: the gate passes stay on one thread")
+def test_threaded_gate_passes_find_what_one_thread_finds(monkeypatch):
+    """Blocks >= PARALLEL_MIN split their gate words over threads: same lines, same rules, same order."""
+    from ddpdoctor.logscan import matcher as M
+    logs = os.path.join(os.path.dirname(__file__), "logs")
+    parts = [open(os.path.join(logs, f, n), "rb").read() for f in sorted(os.listdir(logs))
+             if os.path.isdir(os.path.join(logs, f)) for n in sorted(os.listdir(os.path.join(logs, f)))]
+    data = b"".join(p if p.endswith(b"\n") else p + b"\n" for p in parts) * 3
+    assert len(data) > 2 * M.PARALLEL_MIN // 4
+    monkeypatch.setattr(M, "PARALLEL_MIN", 64 << 10)
+    m = Matcher(catalog.failures())
+
+    def run(threads: str):
+        monkeypatch.setenv("DDPDOCTOR_SCAN_THREADS", threads)
+        return [(lm.line, sorted(r.index for r, _ in lm.matches)) for lm in m.scan(io.BytesIO(data), chunk=256 << 10)]
+    one, many = run("1"), run("")
+    assert one == many and len(one) > 100
+    if M._POOL_SIZE > 1:
+        assert M._POOL, "the pool was never used: the threaded path went untested"
+
+
 @pytest.mark.parametrize("line,host,rank", [
     ("node2: [rank3]: RuntimeError: boom", "node2", 3),
     ("gpu-a-03:1772:1772 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>", "gpu-a-03", None),
