@@ -266,12 +266,25 @@ def test_a_missing_ranks_contribution_is_recognised_in_a_wrong_sum():
     assert "rank 1's contribution (2) were missing" in f.message
 
 
-def test_torch_version_drift_is_a_warning_naming_ranks_and_hosts():
+def test_torch_version_drift_is_an_error_naming_ranks_and_hosts():
     recs = {0: _rec(0, versions={"torch": "2.13.0"}), 1: _rec(1, versions={"torch": "2.13.0"}),
             2: _rec(2, versions={"torch": "2.12.1"}), 3: _rec(3, versions={"torch": "2.12.1"})}
     (f,) = D.versions_agree(_ctx(records=recs, world_size=4))
-    assert f.severity is Severity.WARNING
+    assert f.severity is Severity.ERROR
     assert "'2.13.0' on ranks 0-1 (node1)" in f.message and "'2.12.1' on ranks 2-3 (node2)" in f.message
+
+
+def test_one_drift_rule_for_ranks_and_nodes():
+    """DD504 (smoke) and DD716 (cluster) give the same severity for the same drift (checks/drift.py)."""
+    from test_cluster_view import judge, record, view
+    for key, old, sev in (("torch", "2.12.1", Severity.ERROR), ("driver", "535.1", Severity.WARNING),
+                          ("python", "3.10.1", Severity.WARNING)):
+        recs = {r: _rec(r, versions={key: old if r == 1 else "x"}) for r in range(2)}
+        (f,) = D.versions_agree(_ctx(records=recs, world_size=2))
+        nodes = {i: record(i, 2) for i in range(2)}
+        nodes[1]["versions"] = {**nodes[1]["versions"], key: old}
+        (g,) = [x for x in judge(view(nodes, 2))["DD716"].findings if x.evidence.get("key") == key]
+        assert f.severity is g.severity is sev, key
 
 
 def test_a_setting_exported_on_one_node_only_is_a_warning():

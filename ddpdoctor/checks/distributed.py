@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check
+from ddpdoctor.checks import drift
 from ddpdoctor.units import fmt_bytes
 from ddpdoctor.facts import bandwidth as bw
 
@@ -309,9 +310,6 @@ def _grouped(values: Mapping[int, Any], host_of: Mapping[int, str]) -> str:
                      for v, rs in sorted(by.items(), key=lambda kv: kv[1][0]))
 
 
-VERSION_KEYS = ("torch", "cuda", "nccl", "driver", "python")
-
-
 @check("DD504", "versions agree across ranks", category="distributed", tags={"smoke"}, timeout=2)
 def versions_agree(ctx):
     """## What it checks
@@ -320,7 +318,8 @@ def versions_agree(ctx):
     ## Why it matters
     Nodes built from different images mix versions: NCCL versions that disagree fail with
     confusing errors (`address family 0`, invalid usage) or hang in init; different torch
-    releases change collectives' defaults.
+    releases change collectives' defaults. The same rule as DD716 (ddpdoctor/checks/drift.py):
+    torch, NCCL or CUDA differing is an error; the driver or Python differing is a warning.
 
     ## Fix
     Install the same versions on every node (one container image, one environment).
@@ -328,12 +327,10 @@ def versions_agree(ctx):
     if not ctx.records:
         raise Skip("no rank reported results")
     host_of = {r: rec.get("host", "?") for r, rec in ctx.records.items()}
-    for key in VERSION_KEYS:
+    for key in drift.VERSION_KEYS:
         values = {r: (rec.get("versions") or {}).get(key) for r, rec in ctx.records.items()}
         if len(set(values.values())) > 1:
-            yield Finding(Severity.WARNING, f"{key} differs across ranks: {_grouped(values, host_of)}",
-                          fix=Fix(f"install the same {key} everywhere (one image or environment for all nodes)"),
-                          evidence={"key": key, "values": values})
+            yield drift.finding(key, "ranks", _grouped(values, host_of), {"values": values})
 
 
 PER_RANK_SETTINGS = frozenset({"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "NCCL_DEBUG_FILE"})  # hold a per-rank path

@@ -8,6 +8,7 @@ the records every node published (ddpdoctor/slurm/cluster.py), so they are teste
 from __future__ import annotations
 
 from ddpdoctor.model import Finding, Fix, Severity
+from ddpdoctor.checks import drift
 from ddpdoctor.registry import Skip, check
 from ddpdoctor.units import human_size
 
@@ -309,9 +310,6 @@ def names_resolve_consistently(ctx):
                           evidence={"node": ctx.names[j], "addresses": {a: [ctx.names[i] for i in s] for a, s in by_addr.items()}})
 
 
-_MUST_AGREE = ("torch", "nccl", "cuda")
-
-
 @check("DD716", "torch, NCCL, driver and Python versions agree", category="slurm", tags={"cluster"}, timeout=2)
 def versions_agree(ctx):
     """## What it checks
@@ -320,18 +318,18 @@ def versions_agree(ctx):
     ## Why it matters
     Nodes on different torch or NCCL versions fail in init or in the first collective (`NCCL
     version mismatch`, unpickling errors in the store, different collective algorithms that hang);
-    a different driver or Python is a sign of a node outside the image everyone else runs.
+    a different driver or Python is a sign of a node outside the image everyone else runs. The same
+    rule as DD504 (ddpdoctor/checks/drift.py): torch, NCCL or CUDA differing is an error; the driver,
+    Python or ddpdoctor differing is a warning.
 
     ## Fix
     Install the same software on every node (one container image, one environment module).
     """
-    drift = ctx.drift("versions")
-    for key, groups in sorted(drift.items()):
+    differ = ctx.drift("versions")
+    for key, groups in sorted(differ.items()):
         parts = "; ".join(f"{v} on {ctx.label(idx)}" for v, idx in sorted(groups.items(), key=lambda kv: -len(kv[1])))
-        yield Finding(Severity.ERROR if key in _MUST_AGREE else Severity.WARNING, f"{key} differs across nodes: {parts}",
-                      fix=Fix("run the same software on every node (one image or environment)"),
-                      evidence={"key": key, "values": {v: [ctx.names[i] for i in idx] for v, idx in groups.items()}})
-    if not drift and any(ctx.finished(i) for i in range(ctx.world)):
+        yield drift.finding(key, "nodes", parts, {"values": {v: [ctx.names[i] for i in idx] for v, idx in groups.items()}})
+    if not differ and any(ctx.finished(i) for i in range(ctx.world)):
         v = next(ctx.records[i]["versions"] for i in range(ctx.world) if ctx.finished(i))
         yield Finding(Severity.INFO, "same everywhere: " + ", ".join(f"{k} {val}" for k, val in sorted(v.items())))
 
