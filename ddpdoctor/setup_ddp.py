@@ -50,7 +50,7 @@ def setup_ddp(backend: str | None = None, timeout_s: float | None = None) -> DDP
     import torch
     import torch.distributed as dist
 
-    from ddpdoctor.smoke.launch import detect, free_port
+    from ddpdoctor.launch import detect, free_port
 
     rank_env = detect(os.environ)
     if rank_env is None:  # a plain `python train.py`: a world of one

@@ -116,7 +116,7 @@ def _srun_env(**kw):
 
 import pytest  # noqa: E402
 
-from ddpdoctor.smoke import launch  # noqa: E402
+from ddpdoctor import launch  # noqa: E402
 from ddpdoctor.validate import BadInput  # noqa: E402
 
 

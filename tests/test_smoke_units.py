@@ -8,7 +8,8 @@ import pytest
 from ddpdoctor.checks import distributed as D
 from ddpdoctor.model import Severity, Status
 from ddpdoctor.facts import bandwidth as bw
-from ddpdoctor.smoke import launch, plan
+from ddpdoctor import launch
+from ddpdoctor.smoke import plan
 from ddpdoctor.smoke.plan import KiB, MiB, SmokeConfig
 from ddpdoctor.smoke.progress import Tracker, heartbeat
 from ddpdoctor.smoke.report import build_report
@@ -322,3 +323,22 @@ def test_importing_the_smoke_command_and_report_does_not_import_torch():
             "from ddpdoctor import registry; registry.load_all(); import ddpdoctor; ddpdoctor.__version__; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("env,launcher", [
+    ({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "n1",
+      "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "j"}, "torchrun"),
+    ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+      "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MASTER_ADDR": "n1"}, "mpirun"),
+    ({"PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2", "MASTER_ADDR": "n1"}, "mpi"),
+    ({"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "SLURM_STEP_ID": "0",
+      "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_NODEID": "1", "SLURM_STEP_NODELIST": "n[1-2]"}, "srun"),
+])
+def test_one_launcher_table_for_a_rank_reading_itself_and_inspect_reading_it(env, launcher):
+    """smoke (launch.detect, its own environment) and inspect (jobprocs.rank_of, /proc/<pid>/environ)
+    read the same table (launch.RANK_VARS): the same rank, world size and local rank."""
+    from ddpdoctor.probes import jobprocs
+    mine = launch.detect(env)
+    theirs = jobprocs.rank_of(1, env, "python3 train.py")
+    assert (mine.rank, mine.world_size, mine.local_rank) == theirs[:3] == (3, 4, 1)
+    assert theirs[3] == launcher

@@ -53,7 +53,7 @@ def smoke(nproc, backend, timeout, max_size, quick, expect_busbw, fix, preamble,
     Rank 0 prints one report for the whole world; exit code 1 when a rank hangs, dies, or
     computes a wrong result.
     """
-    from ddpdoctor.smoke import launch
+    from ddpdoctor import launch
     from ddpdoctor.smoke.plan import TORCH_INSTALL, SmokeConfig, parse_size
 
     missing = torch_missing()
@@ -103,7 +103,7 @@ def _worker_env(cfg, rank_env, prefix: str) -> dict[str, str]:
 
 
 def _run_standalone(cfg, n: int):
-    from ddpdoctor.smoke.launch import RankEnv, free_port
+    from ddpdoctor.launch import RankEnv, free_port
     from ddpdoctor.smoke.supervise import Supervisor, WorkerProc, become_subreaper
     become_subreaper()  # a preamble's daemons must not outlive the run
     port = free_port()

@@ -10,6 +10,7 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ddpdoctor.launch import RANK_VARS
 from ddpdoctor.lint.module import Module, const_str, kwarg, target_key
 
 DIST = "torch.distributed"
@@ -26,8 +27,9 @@ SPAWNS = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"
 PROCESSES = {"torch.multiprocessing.Process", "multiprocessing.Process"}
 BINDS = {"torch.cuda.set_device", "torch.accelerator.set_device_index", "torch.cuda.device",
          "torch.accelerator.device_index", "torch.xpu.set_device"}
-GLOBAL_RANK_VARS = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}
-LOCAL_RANK_VARS = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}
+# what launchers export (ddpdoctor/launch.py RANK_VARS, the one table), plus PMIx's rank for scripts that read it
+GLOBAL_RANK_VARS = {v[0] for v in RANK_VARS} | {"PMIX_RANK"}
+LOCAL_RANK_VARS = {v[2] for v in RANK_VARS}
 LAUNCHER_VARS = GLOBAL_RANK_VARS | LOCAL_RANK_VARS | {"WORLD_SIZE", "LOCAL_WORLD_SIZE"}
 # torch.cuda calls that create a context (and allocate) on the current device.
 CUDA_CONTEXT_CALLS = {f"torch.cuda.{n}" for n in (

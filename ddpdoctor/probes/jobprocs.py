@@ -13,13 +13,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
-# (rank var, world var, local rank var, launcher); the first present pair wins.
-_RANK_VARS = (
-    ("RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"),
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"),
-    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "mpi"),
-    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "srun"),
-)
 KEEP_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
              "TORCHELASTIC_RUN_ID", "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID",
              "SLURM_LOCALID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -100,7 +93,8 @@ def job_key(env: Mapping[str, str]) -> str:
 
 
 def rank_of(pid: int, env: Mapping[str, str], cmdline: str) -> tuple[int, int | None, int | None, str] | None:
-    for rv, wv, lv, launcher in _RANK_VARS:
+    from ddpdoctor.launch import RANK_VARS  # the one table of what each launcher exports
+    for rv, wv, lv, _lws, launcher in RANK_VARS:
         rank = _int(env.get(rv))
         if rank is None:
             continue

@@ -1,4 +1,7 @@
-"""What a launcher tells each process, mapped to torchrun's variables.
+"""What a launcher tells each process, mapped to torchrun's variables: the one launcher detection.
+
+Used by `smoke` and `setup_ddp` (a process reading its own environment, detect()) and by `inspect`
+(another process's /proc/<pid>/environ, probes/jobprocs.py, through RANK_VARS).
 
 torchrun (torch/distributed/run.py) exports RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT, and TORCHELASTIC_USE_AGENT_STORE=True when its agent hosts the store.
@@ -17,6 +20,17 @@ from typing import Mapping
 from ddpdoctor.validate import BadInput, validate_host, validate_port
 
 DEFAULT_PORT = 29500  # torch.distributed's customary MASTER_PORT
+
+# What each launcher exports in every process it starts: (rank, world size, local rank, local world
+# size, launcher). torchrun: torch/distributed/elastic/agent/server/local_elastic_agent.py
+# `_start_workers`; Open MPI: OMPI_COMM_WORLD_*; MPICH/Intel MPI: PMI_* and MPI_LOCAL*; srun:
+# SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (the count per node comes from SLURM_STEP_TASKS_PER_NODE).
+RANK_VARS = (
+    ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "mpirun"),
+    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "mpi"),
+    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "", "srun"),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,19 +65,15 @@ def _int(env: Mapping[str, str], name: str) -> int:
 def first_host(nodelist: str) -> str:
     """First host of a Slurm host list: 'gpu[07-09,12],cpu1' -> 'gpu07', 'r[1-2]n[3-4]' -> 'r1n3'.
 
-    Only the first entry is needed here (task 0 runs on the step's first node with every
-    distribution Slurm offers); ddpdoctor.slurm has the full expansion.
+    Task 0 runs on the step's first node with every distribution Slurm offers. The expansion is
+    python-hostlist's (ddpdoctor/slurm/hostlist.py), not a hand-written copy of Slurm's grammar.
     """
-    text = nodelist.strip()
-    depth, end = 0, len(text)
-    for i, c in enumerate(text):  # the first entry ends at the first comma outside brackets
-        depth += (c == "[") - (c == "]")
-        if c == "," and depth == 0:
-            end = i
-            break
-    entry = text[:end]
-    host = re.sub(r"\[([^\]]*)\]", lambda m: re.split(r"[-,]", m.group(1))[0], entry)
-    if not host or "[" in host or "]" in host:
+    from ddpdoctor.slurm import hostlist
+    try:
+        host = hostlist.first(nodelist)
+    except BadInput:
+        host = None
+    if not host:
         raise BadInput(f"cannot read a host name from the Slurm node list {nodelist!r}")
     return host
 
@@ -118,8 +128,7 @@ def detect(env: Mapping[str, str]) -> RankEnv | None:
                       run_id=f"{env.get('SLURM_JOB_ID', '')}.{step}")
     elif "OMPI_COMM_WORLD_RANK" in env or "PMI_RANK" in env:
         ompi = "OMPI_COMM_WORLD_RANK" in env
-        names = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")
-                 if ompi else ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"))
+        names = RANK_VARS[1 if ompi else 2][:4]
         addr, port = _master(env, None, "mpirun")
         rank, world = _int(env, names[0]), _int(env, names[1])
         local = _int(env, names[2]) if names[2] in env else 0
