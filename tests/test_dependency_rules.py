@@ -18,14 +18,7 @@ CHECKS_MAY_IMPORT = {
 }
 # Imports that break the rule today, each with the reason it is still there. The test fails when
 # an entry is no longer needed, so this list can only shrink.
-KNOWN_DEBT = {
-    ("ddpdoctor.checks.reachability", "ddpdoctor.probes.sockets"): "DD105 probes inside the check (issue 9)",
-    ("ddpdoctor.checks.reachability", "ddpdoctor.probes.procs"): "DD105 probes inside the check (issue 9)",
-    ("ddpdoctor.checks.nic", "ddpdoctor.probes.nics"): "nic_with_addr: a pure lookup living in probes/",
-    ("ddpdoctor.checks.nic", "ddpdoctor.probes.dns"): "is_loopback: a pure predicate living in probes/",
-    ("ddpdoctor.checks.dns", "ddpdoctor.probes.dns"): "is_loopback: a pure predicate living in probes/",
-    ("ddpdoctor.checks.dns", "ddpdoctor.probes.sockets"): "DD210 compares port states by the probe's constants",
-}
+KNOWN_DEBT: dict[tuple[str, str], str] = {}
 # The modules the torch worker runs in every rank: they import no check (judgement runs in the supervisor).
 WORKER_MODULES = ("ddpdoctor.smoke.worker",)
 

@@ -5,8 +5,8 @@ import ipaddress
 import shlex
 
 from ddpdoctor.model import Finding, Fix, Severity
-from ddpdoctor.probes import sockets
-from ddpdoctor.probes.dns import is_loopback
+from ddpdoctor.facts import network as sockets  # the port states the probes report (OPEN, FILTERED, ...)
+from ddpdoctor.facts.network import is_loopback
 from ddpdoctor.registry import Skip, check
 from ddpdoctor.validate import BadInput, validate_host
 

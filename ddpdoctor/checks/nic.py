@@ -4,8 +4,7 @@ from __future__ import annotations
 from ddpdoctor.checks.dns import unresolved
 from ddpdoctor import ifname
 from ddpdoctor.model import Finding, Fix, Severity
-from ddpdoctor.probes.dns import is_loopback
-from ddpdoctor.probes.nics import nic_with_addr
+from ddpdoctor.facts.network import is_loopback, nic_with_addr
 from ddpdoctor.registry import Skip, check
 
 

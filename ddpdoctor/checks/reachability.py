@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from ddpdoctor.checks.dns import unresolved
 from ddpdoctor.model import Finding, Fix, Severity
-from ddpdoctor.probes import sockets
-from ddpdoctor.probes.procs import listeners_on
+from ddpdoctor.facts import network as sockets  # the port states the probes report (OPEN, REFUSED, ...)
 from ddpdoctor.registry import Skip, check
 from ddpdoctor.validate import endpoint_text
 
@@ -195,11 +194,11 @@ def master_port_free(ctx):
         raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     if not ctx.master_is_local:
         raise Skip("this host is not the master")
-    b = sockets.try_bind(ctx.port)
+    b = ctx.port_bind
     if b.free:
         yield Finding(Severity.INFO, f"port {ctx.port} is free")
         return
-    holders = listeners_on(ctx.port)
+    holders = ctx.port_holders
     who = "; ".join(f"pid {h.pid} ({h.name}: {h.cmdline[:80]})" if h.pid else f"a process ({h.laddr})" for h in holders) \
         or "another process (run as root to see which)"
     cmds = [f"ss -ltnp 'sport = :{ctx.port}'"]

@@ -15,6 +15,13 @@ from ddpdoctor.memo import lazy
 from ddpdoctor.probes import dns, pathmtu, sockets
 from ddpdoctor.probes.nics import Nic, list_nics, nic_with_addr
 
+# What the checks that judge these facts compare against (pure values and predicates, re-exported
+# so that checks/ imports facts, never probes: tests/test_dependency_rules.py)
+from ddpdoctor.probes.dns import is_loopback  # noqa: E402,F401
+from ddpdoctor.probes.procs import PortHolder  # noqa: E402,F401
+from ddpdoctor.probes.sockets import (ERROR, FILTERED, NO_ROUTE, OPEN, REFUSED,  # noqa: E402,F401
+                                      UNREACHABLE)
+
 
 @dataclass(frozen=True)
 class Ping:
@@ -166,6 +173,17 @@ class NetworkFacts:
         if not self.master_addr:
             return None
         return sockets.tcp_probe(self.master_addr, self.port, timeout=self.probe_timeout)
+
+    @lazy
+    def port_bind(self) -> sockets.BindResult:
+        """Whether the rendezvous port can be bound here (DD105, on the master)."""
+        return sockets.try_bind(self.port)
+
+    @lazy
+    def port_holders(self) -> list:
+        """The processes listening on the rendezvous port (psutil; pids need root for others' sockets)."""
+        from ddpdoctor.probes.procs import listeners_on
+        return listeners_on(self.port)
 
     @lazy
     def hello(self) -> handshake.Hello | None:
