@@ -1,4 +1,9 @@
 """Facts -> findings for `network`, with plain data (the lab tests prove the facts on real hosts)."""
+import socket
+import subprocess
+
+import pytest
+
 from ddpdoctor import registry
 from ddpdoctor.peerprobe.protocol import Hello
 from ddpdoctor.model import Severity, Status
@@ -11,6 +16,26 @@ from ddpdoctor.runner import run_checks
 LO = Nic("lo", True, ("127.0.0.1",), ("::1",), 65536, 0)
 ETH0 = Nic("eth0", True, ("198.18.1.2",), (), 1500, 0)
 DECOY = Nic("decoy0", True, ("198.18.200.2",), (), 1500, 0)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Judgement tests judge the facts they seed: any fact left unseeded that would resolve a name,
+    open a socket or run a tool (ping) fails the test instead of doing real I/O on this host."""
+    calls = []
+
+    def refuse(name):
+        def call(*a, **k):  # a probe may swallow the error into a fact: the list below still tells
+            calls.append((name, a[:2]))
+            raise AssertionError(f"an unseeded fact did real I/O: {name}{a[:2]}")
+        return call
+    for name in ("socket", "getaddrinfo", "gethostbyaddr", "gethostbyname", "gethostbyname_ex", "create_connection",
+                 "gethostname", "getfqdn"):
+        monkeypatch.setattr(socket, name, refuse(f"socket.{name}"))
+    monkeypatch.setattr(subprocess, "run", refuse("subprocess.run"))
+    monkeypatch.setattr(subprocess, "Popen", refuse("subprocess.Popen"))
+    yield
+    assert not calls, f"unseeded facts did real I/O: {calls}"
 
 
 def facts(env=None, **seed):
