@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import sys
 
 import click
@@ -171,9 +172,22 @@ def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str]:
     if tap is not None:
         from ddpdoctor.flightrec.watchdog import TapStream
         stream = TapStream(stream, tap)
+    from ddpdoctor.render.progress import Progress
+    total = 0
+    if path != "-":
+        try:
+            total = os.path.getsize(path)
+        except OSError:
+            total = 0
+    bar = Progress()
+
+    def tick(done: int) -> None:  # compressed input reads more bytes than the file holds: no percentage then
+        of = f" of {total / 1e6:,.0f} MB" if total and done <= total else ""
+        bar.update(f"ddpdoctor: scanning {source}: {done / 1e6:,.0f} MB{of}")
     try:
         try:
-            ex = explain_stream(stream, source)
+            with bar:
+                ex = explain_stream(stream, source, progress=tick if bar.on else None)
         except OSError as e:  # a read error midway (a directory, an I/O error)
             raise BadInput(f"cannot read {path!r}: {e.strerror or e}") from None
     finally:

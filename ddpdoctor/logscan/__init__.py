@@ -42,14 +42,15 @@ class Explanation:
     damaged: str = ""                                   # why the log could not be read to its end
 
 
-def explain_stream(stream: BinaryIO, source: str = "-") -> Explanation:
+def explain_stream(stream: BinaryIO, source: str = "-", progress=None) -> Explanation:
+    """Scan `stream` and rank the causes; `progress(bytes_read)` is called after each block."""
     t0 = time.monotonic()
     m = default_matcher()
     col = Collector()
     stats = ScanStats()
     damaged = ""
     try:
-        for lm in m.scan(stream, stats):
+        for lm in m.scan(stream, stats, progress=progress):
             col.add(lm)
     except CorruptInput as e:  # explain what was readable; the caller reports the damage
         damaged = str(e)

@@ -97,6 +97,7 @@ class Supervisor:
         self.world_size = world_size
         self.standalone = standalone
         self.lock = threading.Lock()
+        self.t0 = time.monotonic()
         self.tracker = Tracker(world_size, cfg, time.monotonic())
         self.relayed: list[dict] = []  # rank 0's last view of every rank
         self.relayed_at = 0.0
@@ -247,11 +248,31 @@ class Supervisor:
             pass
 
     def _loop(self) -> Outcome:
+        from ddpdoctor.render.progress import Progress
+        # standalone only: under torchrun/srun every rank has a supervisor, and N live lines on one
+        # terminal would overwrite each other
+        with Progress() as bar:
+            bar.on = bar.on and self.standalone
+            return self._loop_with(bar)
+
+    def _phases_line(self, now: float) -> str:
+        """`smoke: 8 ranks, 12 s: 6 in bandwidth, 2 in init` for the live line on a terminal."""
+        with self.lock:
+            phases = [w.phase or "starting" for w in self.workers.values() if w.exit is None]
+        counts: dict[str, int] = {}
+        for p in phases:
+            counts[p] = counts.get(p, 0) + 1
+        where = ", ".join(f"{n} in {p}" for p, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        return f"ddpdoctor smoke: {len(self.workers)} ranks, {now - self.t0:.0f} s: {where or 'finishing'}"
+
+    def _loop_with(self, bar) -> Outcome:
         rank0 = self.workers.get(0)
         late_since: float | None = None
         world_at: float | None = None
         while True:
             now = time.monotonic()
+            if bar.on:
+                bar.update(self._phases_line(now))
             for w in self.workers.values():
                 self._reap(w, now)
             if all(w.exit is not None for w in self.workers.values()):
