@@ -7,7 +7,7 @@ from ddpdoctor import catalog, registry
 from ddpdoctor.catalog import gendocs, pages
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKS_DIR = REPO / "checks"
+CHECKS_DIR = REPO / "docs" / "reference" / "checks"
 
 
 def test_checks_folder_is_in_sync_with_the_code():

@@ -2,7 +2,7 @@
 fails, the log lines that reveal it, the pre-flight checks that catch it, and the fix.
 
 `ddpdoctor explain ID` prints an entry, `ddpdoctor explain --log` matches a log against the
-signatures, and `python -m ddpdoctor.catalog.gendocs` writes the browsable pages under checks/.
+signatures, and `python -m ddpdoctor.catalog.gendocs` writes the browsable pages under docs/reference/checks/.
 Ids are the UPPER_SNAKE names of shared/failure-catalog.md; they are stable and never reused.
 """
 from __future__ import annotations

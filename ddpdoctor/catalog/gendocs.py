@@ -1,9 +1,9 @@
-"""Write the browsable catalog under checks/: one page per failure mode and per check, plus README.md.
+"""Write the browsable catalog under docs/reference/checks/: one page per failure mode and per check, plus README.md.
 
     python -m ddpdoctor.catalog.gendocs            # write (remove pages of ids that no longer exist)
     python -m ddpdoctor.catalog.gendocs --check    # exit 1 and list what is stale or missing
 
-tests/test_catalog_docs.py fails when checks/ is out of date, so a new check or failure mode comes
+tests/test_catalog_docs.py fails when docs/reference/checks/ is out of date, so a new check or failure mode comes
 with its page.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ddpdoctor.catalog.pages import expected_pages
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "checks"
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "docs" / "reference" / "checks"
 
 
 def diff(directory: Path) -> tuple[list[str], list[str], list[str]]:
@@ -45,7 +45,7 @@ def write(directory: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ddpdoctor.catalog.gendocs", description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="output folder (default: checks/ of the repo)")
+    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="output folder (default: docs/reference/checks/ of the repo)")
     ap.add_argument("--check", action="store_true", help="only report stale, missing or orphaned pages")
     a = ap.parse_args(argv)
     if a.check:

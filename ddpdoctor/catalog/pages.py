@@ -1,6 +1,6 @@
 """The documentation pages of the catalog: one per failure mode, one per check, and an index.
 
-The same text is printed by `ddpdoctor explain ID` and written under checks/ by
+The same text is printed by `ddpdoctor explain ID` and written under docs/reference/checks/ by
 `python -m ddpdoctor.catalog.gendocs`; a test keeps the two in sync.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ _PLACEHOLDER = Confirm()
 
 
 def failure_page(fm: FailureMode, *, links: bool = False) -> str:
-    """Markdown for one failure mode. `links` makes check and failure ids relative links (for checks/)."""
+    """Markdown for one failure mode. `links` makes check and failure ids relative links (for docs/reference/checks/)."""
     def ref(i: str) -> str:
         return f"[{i}]({i}.md)" if links else i
 
@@ -92,7 +92,7 @@ def index_page() -> str:
 
 
 def expected_pages() -> dict[str, str]:
-    """file name under checks/ -> content."""
+    """file name under docs/reference/checks/ -> content."""
     pages = {"README.md": index_page()}
     for fm in catalog.failures().values():
         pages[f"{fm.id}.md"] = failure_page(fm, links=True)
