@@ -91,12 +91,11 @@ def default_master_checked() -> str:
 
 
 def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> None:
-    from ddpdoctor.checks.reachability import iptables_for
-    from ddpdoctor.peerprobe.server import ListenError, listen
-
-    from ddpdoctor.cli.common import write_stdout
-
     from ddpdoctor.checks.dns import shell_safe_name
+    from ddpdoctor.checks.reachability import iptables_for
+    from ddpdoctor.cli.common import write_stdout
+    from ddpdoctor.peerprobe.server import ListenError, listen
+    from ddpdoctor.render import listen as show
 
     host = socket.gethostname()
     suggest = shell_safe_name(host) or "<this-host>"  # a hostname goes into a command below
@@ -105,15 +104,8 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
         write_stdout(text + "\n")
 
     def on_event(kind, w):
-        if json_out:
-            return
-        if kind == "bulk":
-            b = w.bulk[-1]
-            _out(f"  {w.host} ({w.addr}) bulk probe: {b['bytes']} of {b['asked']} bytes arrived "
-                 f"via {b['interface']} (MTU {b['mtu']})")
-            return
-        what = f"port {port}" if kind == "rendezvous" else "the ephemeral port"
-        _out(f"  {w.host} ({w.addr}) reached {what} via {w.interface}")
+        if not json_out:
+            _out(show.arrival(kind, w, port))
 
     # SIGTERM (srun, timeout(1)) and SIGINT end the wait like the timeout does: sockets closed, and
     # the arrivals so far are still reported (text or JSON).
@@ -126,8 +118,7 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
         signal.signal(sig, on_signal)
     try:
         if not json_out:
-            _out(f"ddpdoctor listening on {host}:{port}"
-                       + (f", waiting for {expect} worker(s)" if expect else "") + f" for up to {timeout:g} s")
+            _out(show.banner(host, port, expect, timeout))
         res = listen(port, expect=expect, timeout=timeout, reply_host=host, on_event=on_event,
                      stop=lambda: stopped[0] if stopped else "")
     except ListenError as e:
@@ -141,32 +132,17 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
             click.echo(f"✗ {msg}", err=True)  # stderr
         sys.exit(1)
     code = 0 if res.ok else 1
-    partial = [w for w in res.workers if not w.complete]
     if json_out:
-        _out(json.dumps({
-            "schema": 1, "command": "network-listen", "host": host, "exit_code": code,
-            "port": res.port, "eport": res.eport, "eport_range": list(res.eport_range), "expect": expect,
-            "timed_out": res.timed_out, "interrupted": res.interrupted or None, "duration_s": round(res.duration_s, 3),
-            "workers": [{"host": w.host, "addr": w.addr, "interface": w.interface,
-                         "rendezvous_port": w.rdzv_at is not None, "ephemeral_port": w.eph_at is not None,
-                         "bulk": w.bulk}
-                        for w in res.workers]}, indent=2))
+        _out(json.dumps(show.to_json(res, host=host, code=code, expect=expect), indent=2))
         sys.exit(code)
+    # the verdict: who reached only the rendezvous port (a firewall drops the ephemeral range), who never came
+    partial = [w for w in res.workers if not w.complete]
+    lo, hi = res.eport_range
+    fixes = [f"sudo {iptables_for(w.addr)} -I INPUT -p tcp -s {w.addr} --dport {lo}:{hi} -j ACCEPT" for w in partial]
     done = sum(w.complete for w in res.workers)
-    _out(f"{done} worker(s) reached both ports" + (f" of {expect} expected" if expect else "")
-               + f" in {res.duration_s:.1f} s" + (" (timed out)" if res.timed_out else "")
-               + (f" (stopped by {res.interrupted})" if res.interrupted else ""))
-    for w in res.workers:  # a name is only what the peer says: the address is what we saw
-        if w.complete:
-            _out(f"✓ {w.host} from {w.addr} via {w.interface}")
-    for w in partial:
-        _out(f"✗ {w.host} from {w.addr} reached port {port} but not ephemeral port {res.eport}: "
-                   f"a firewall passes the rendezvous port and drops {res.eport_range[0]}-{res.eport_range[1]}")
-        _out(f"    fix: sudo {iptables_for(w.addr)} -I INPUT -p tcp -s {w.addr} "
-                   f"--dport {res.eport_range[0]}:{res.eport_range[1]} -j ACCEPT")
-    if expect and done < expect and not partial:
-        _out(f"✗ {expect - done} worker(s) never arrived: run `ddpdoctor network --master {suggest} --port {port}` "
-                   "on them; its report names what blocks them")
-    elif not expect and not res.workers:
-        _out(f"✗ no worker arrived: run `ddpdoctor network --master {suggest} --port {port}` on them")
+    missing = (expect - done if expect and done < expect and not partial
+               else -1 if not expect and not res.workers else 0)
+    for line in show.summary(res, port=port, expect=expect, partial=partial, partial_fix=fixes, missing=missing,
+                             probe_cmd=f"ddpdoctor network --master {suggest} --port {port}"):
+        _out(line)
     sys.exit(code)
