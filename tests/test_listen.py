@@ -105,3 +105,23 @@ def test_master_port_in_use_names_the_process():
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_listen_summary_renders_the_verdict_it_is_given():
+    """render/listen.py writes what cli/network.py decided: a partial worker with its fix, and the missing."""
+    from types import SimpleNamespace as NS
+    from ddpdoctor.render import listen as show
+    full = NS(host="node2", addr="198.18.0.2", interface="eth0", complete=True)
+    half = NS(host="node3", addr="198.18.0.3", interface="eth0", complete=False)
+    res = NS(workers=[full, half], duration_s=6.04, timed_out=True, interrupted="", eport=40001,
+             eport_range=(32768, 60999))
+    lines = show.summary(res, port=29400, expect=3, partial=[half], partial_fix=["sudo iptables -I INPUT ..."],
+                         missing=0, probe_cmd="ddpdoctor network --master node1 --port 29400")
+    assert lines[0] == "1 worker(s) reached both ports of 3 expected in 6.0 s (timed out)"
+    assert lines[1] == "✓ node2 from 198.18.0.2 via eth0"
+    assert lines[2].startswith("✗ node3 from 198.18.0.3 reached port 29400 but not ephemeral port 40001")
+    assert lines[3] == "    fix: sudo iptables -I INPUT ..."
+    none = NS(workers=[], duration_s=1.0, timed_out=True, interrupted="SIGTERM", eport=1, eport_range=(1, 2))
+    (head, tail) = show.summary(none, port=29400, expect=None, partial=[], partial_fix=[], missing=-1,
+                                probe_cmd="ddpdoctor network --master node1 --port 29400")
+    assert head.endswith("(timed out) (stopped by SIGTERM)") and tail.startswith("✗ no worker arrived")
