@@ -193,3 +193,16 @@ def test_listen_records_a_bounded_number_of_claimed_names(monkeypatch):
     t.join(10)
     r = out["r"]
     assert len(r.workers) == 3 and all(w.addr == "127.0.0.1" for w in r.workers)
+
+
+def test_cluster_mode_incoming_is_bounded(monkeypatch):
+    """Issue 10 (same class as the listener's handler bound): a ProbeServer whose events nobody consumes
+    (cluster mode keeps them for its report) stores at most MAX_INCOMING and counts the rest."""
+    from ddpdoctor.peerprobe import server as S
+    monkeypatch.setattr(S, "MAX_INCOMING", 5)
+    srv = S.ProbeServer.__new__(S.ProbeServer)
+    srv.incoming, srv.dropped, srv._on_event = [], 0, None
+    srv.changed = threading.Condition()
+    for i in range(12):
+        srv._record({"from": f"n{i}"})
+    assert len(srv.incoming) == 5 and srv.dropped == 7

@@ -22,6 +22,10 @@ from ddpdoctor.probes.nics import list_nics, nic_with_addr
 
 
 MAX_HANDLERS = 64  # connections answered at once; each waits at most 2 s for its one line
+# Exchanges kept in ProbeServer.incoming when nobody consumes them (cluster mode keeps them for the
+# report): 1000 nodes probing each node's two ports plus a bulk probe are 3000; a flood past this cap
+# is counted in `dropped`, not stored.
+MAX_INCOMING = 16384
 MAX_WORKERS = 4096  # distinct (name, address) arrivals `listen` records
 
 
@@ -119,6 +123,7 @@ class ProbeServer:
         self.me = clean_token(me)
         self.port_error = ""
         self.incoming: list[dict] = []
+        self.dropped = 0  # exchanges past MAX_INCOMING, not kept
         self.changed = threading.Condition()
         self._on_event = on_event
         self._stop = threading.Event()
@@ -194,11 +199,7 @@ class ProbeServer:
             nic = nic_with_addr(self._nics, _plain(conn.getsockname()[0]))
             event = {"from": clean_token(parts[2]), "addr": peer, "port": "ephemeral" if ephemeral else "rendezvous",
                      "interface": nic.name if nic else "?"}
-            with self.changed:
-                self.incoming.append(event)
-                self.changed.notify_all()
-            if self._on_event:
-                self._on_event(event)
+            self._record(event)
         except OSError:
             pass
         finally:
@@ -216,8 +217,14 @@ class ProbeServer:
             return
         event = {"from": clean_token(parts[2]), "addr": peer, "port": "bulk", "interface": nic.name if nic else "?",
                  "mtu": nic.mtu if nic else 0, "bytes": got, "asked": min(int(parts[3]), 1 << 24)}
+        self._record(event)
+
+    def _record(self, event: dict) -> None:
         with self.changed:
-            self.incoming.append(event)
+            if len(self.incoming) < MAX_INCOMING:
+                self.incoming.append(event)
+            else:
+                self.dropped += 1
             self.changed.notify_all()
         if self._on_event:
             self._on_event(event)
