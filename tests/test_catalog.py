@@ -90,10 +90,12 @@ def test_gates_are_rare_in_healthy_logs_because_every_gated_line_is_looked_at_ag
     # What must hold is that gates stay rare in healthy output, or every line becomes a candidate.
     from pathlib import Path
     m = default_matcher()
-    assert {g.encode() for g in GATES} <= set(m.gates)
+    shared = [g.encode() for g in GATES]
+    # every shared word is searched, maybe widened to the piece all its triggers share (never commoner)
+    assert all(any(g in gate for gate in m.gates) for g in shared)
     lines = [ln.lower().encode() for p in sorted((Path(__file__).parent / "logs" / "none").iterdir())
              for ln in p.read_text(errors="replace").splitlines()]
-    for gate in set(m.gates) - {g.encode() for g in GATES}:  # the shared ones are measured by the benchmark
+    for gate in [g for g in m.gates if not any(s in g for s in shared)]:  # shared ones: the benchmark
         hits = sum(gate in ln for ln in lines)
         assert hits <= max(3, len(lines) // 20), (gate, hits)
 
@@ -204,3 +206,14 @@ def test_the_example_in_the_authoring_guide_loads(tmp_path):
     (modes / "HOSTNAME_RESOLVES_TO_LOOPBACK.toml").write_text(example)
     fm = load.load_catalog(modes, tmp_path / "shared.toml")["HOSTNAME_RESOLVES_TO_LOOPBACK"]
     assert [s.name for s in fm.signatures] == ["REMOTE_LOOPBACK", "STORE_CONNECT_TIMEOUT"]
+
+
+def test_widened_gates_still_find_every_trigger():
+    # A gate is widened to the longest piece its triggers share: each trigger must still contain its gate,
+    # or a line holding that trigger would never be looked at.
+    m = default_matcher()
+    for gate, by_trigger in m.gates.items():
+        assert all(gate in trigger for trigger in by_trigger), gate
+    from ddpdoctor.logscan.matcher import _widen
+    assert _widen(b"signal", [b"signal 9 (sigkill) received by pid", b"signal 7 (sigbus) received by pid"]) == b"signal "
+    assert _widen(b"fail", [b"failed to", b"fail"]) == b"fail"

@@ -253,3 +253,46 @@ def test_subgroup_lines_are_judged_per_group_and_an_idle_group_is_not_stuck():
     assert (g.pg, g.stuck_seq, g.origin, g.victims) == ("2", 32, (1,), (0,))
     assert g.progress[1].global_rank == 5
     assert [x.pg for x in v.groups] == ["2"]  # the default group finished all it enqueued: not stuck
+
+
+# --- fuzz: damaged dumps never end in a traceback ---------------------------------------------------------------
+
+def test_fuzzed_dumps_give_a_verdict_or_bad_dump_never_a_traceback(tmp_path):
+    # The real Gloo dumps with seeded damage: truncation at any byte, flipped bytes, junk appended, a rank
+    # dropped, a rank's file swapped for another's. explain --fr must either give a (maybe partial) verdict
+    # or raise BadDump (one line, exit 2 in the CLI); any other exception would be a traceback for the user.
+    import random
+    from ddpdoctor.flightrec import render as fr_render
+    rng = random.Random(11)
+    good = {r: open(os.path.join(GLOO, f"fr_rank{r}"), "rb").read() for r in range(4)}
+    outcomes = {"verdict": 0, "bad": 0}
+    for i in range(120):
+        d = tmp_path / f"job{i}"
+        d.mkdir()
+        for r, data in good.items():
+            kind = rng.randrange(6)
+            if kind == 0:
+                data = data[:rng.randrange(len(data))]
+            elif kind == 1:
+                b = bytearray(data)
+                for _ in range(rng.randint(1, 8)):
+                    b[rng.randrange(len(b))] = rng.randrange(256)
+                data = bytes(b)
+            elif kind == 2:
+                data = data + bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
+            elif kind == 3 and r:
+                continue  # a rank without a dump
+            elif kind == 4:
+                data = good[rng.randrange(4)]  # another rank's dump under this rank's name
+            (d / f"fr_rank{r}").write_bytes(data)
+        try:
+            dumps, skipped = flightrec.load_dir(str(d))
+        except flightrec.BadDump as e:
+            assert str(e) and "\n" not in str(e).strip()
+            outcomes["bad"] += 1
+            continue
+        verdict = flightrec.analyze(dumps, skipped)
+        assert fr_render.divergence_text(verdict, str(d))
+        fr_render.to_dict(verdict)
+        outcomes["verdict"] += 1
+    assert outcomes["verdict"] and outcomes["bad"], outcomes  # both paths were exercised

