@@ -262,6 +262,12 @@ PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         self._wait(lambda: all(self.nodes().get(n, ("",))[0] == "idle" for n in nodes), timeout,
                    f"nodes {', '.join(nodes)} did not become idle: {self.nodes() if not self._closed else ''}")
 
+    def wait_state(self, node: str, state: str, timeout: float = 20) -> tuple[str, str]:
+        """Wait until sinfo shows `node` in `state` (a node passes through `completing` first); (state, reason)."""
+        self._wait(lambda: self.nodes().get(node, ("",))[0] == state, timeout,
+                   f"node {node} did not become {state}: {self.nodes() if not self._closed else ''}")
+        return self.nodes()[node]
+
     def resume(self, node: str) -> None:
         self.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], timeout=15)
 

@@ -83,7 +83,7 @@ def test_a_ddpdoctor_crash_does_not_drain_unless_strict(make_slurm):
     slurm.set_prolog(prolog_argv(slurm, "--strict"), env={"DDPDOCTOR_TEST_CRASH": "prolog"})
     r = slurm.srun("-N", "1", "-w", "node2", "hostname", timeout=60)
     assert r.returncode != 0
-    assert slurm.nodes()["node2"] == ("drained", "Prolog error")
+    assert slurm.wait_state("node2", "drained") == ("drained", "Prolog error")
 
 
 def test_a_gpu_still_busy_from_an_earlier_job_drains_the_node_until_the_process_is_gone(make_slurm):
