@@ -116,3 +116,23 @@ def test_unresolvable_master_and_hostname():
     r = run(facts(local_res=Resolution("node2", (), "Name or service not known")), "DD201", "DD303")
     assert r["DD201"].status is Status.FAIL
     assert r["DD303"].status is Status.FAIL and "loopback" in r["DD303"].findings[0].message
+
+
+def test_nccl_conf_is_a_shared_fact_network_judges_too(tmp_path):
+    """NCCL reads NCCL_* settings from NCCL_CONF_FILE, else ~/.nccl.conf, then /etc/nccl.conf; the
+    environment wins. `network` judges what NCCL will see, like `prolog` does."""
+    from ddpdoctor.facts.network import nccl_conf_paths
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("# site settings\nNCCL_SOCKET_IFNAME=eht0\nNCCL_IB_DISABLE=1\n")
+    assert nccl_conf_paths({"NCCL_CONF_FILE": str(conf)}) == (str(conf),)
+    assert nccl_conf_paths({"HOME": "/home/u"}) == ("/home/u/.nccl.conf", "/etc/nccl.conf")
+    f = NetworkFacts("node1", 29400, env={}, hostname="node2", nccl_conf=(str(conf),))
+    assert f.env["NCCL_SOCKET_IFNAME"] == "eht0" and f.nccl_conf == {"NCCL_SOCKET_IFNAME": "eht0", "NCCL_IB_DISABLE": "1"}
+    seeds = {k: v for k, v in facts().__dict__.items()
+             if k in ("nics", "local_res", "fqdn", "master_res", "route", "tcp", "hello", "ephemeral")}
+    f.__dict__.update(seeds)
+    assert run(f, "DD301")["DD301"].status is Status.FAIL  # the typo in the file is caught
+    g = NetworkFacts("node1", 29400, env={"NCCL_SOCKET_IFNAME": "=eth0"}, hostname="node2", nccl_conf=(str(conf),))
+    g.__dict__.update(seeds)
+    assert g.env["NCCL_SOCKET_IFNAME"] == "=eth0"  # the environment wins over the file
+    assert run(g, "DD301")["DD301"].status is Status.PASS

@@ -65,12 +65,34 @@ def read_port_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tup
         return None
 
 
+def nccl_conf_paths(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The files NCCL reads settings from, first one wins (NCCL src/misc/param.cc initEnv: the file
+    NCCL_CONF_FILE names, else ~/.nccl.conf, then /etc/nccl.conf; a value in the environment wins
+    over all of them, setenv(..., overwrite=0))."""
+    if env.get("NCCL_CONF_FILE"):
+        return (env["NCCL_CONF_FILE"],)
+    home = env.get("HOME") or os.path.expanduser("~")
+    return (os.path.join(home, ".nccl.conf"), "/etc/nccl.conf")
+
+
 class NetworkFacts:
+    """`nccl_conf`: the files NCCL reads its settings from (nccl_conf_paths), read when the environment
+    is this process's own; a test that hands in `env` hands in the files too (default: none). What
+    NCCL will see, the environment over the files, is `env`; `nccl_conf` keeps the files' part, so a
+    finding can say where a value came from."""
+
     def __init__(self, master: str, port: int, *, env: Mapping[str, str] | None = None,
-                 probe_timeout: float = 2.0, hostname: str | None = None):
+                 probe_timeout: float = 2.0, hostname: str | None = None,
+                 nccl_conf: tuple[str, ...] | None = None):
+        from ddpdoctor.probes.system import read_nccl_conf
         self.master = master
         self.port = port
-        self.env = dict(os.environ if env is None else env)
+        raw = dict(os.environ if env is None else env)
+        if nccl_conf is None:
+            nccl_conf = nccl_conf_paths(raw) if env is None else ()
+        self.nccl_conf = read_nccl_conf(tuple(nccl_conf)) if nccl_conf else {}
+        self.raw_env = raw
+        self.env = {**self.nccl_conf, **raw}
         self.probe_timeout = probe_timeout
         self._hostname = hostname
 

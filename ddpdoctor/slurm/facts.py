@@ -48,18 +48,20 @@ def job_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
 class PrologFacts(NetworkFacts):
     def __init__(self, env: Mapping[str, str] | None = None, config: SiteConfig | None = None, *,
                  hostname: str | None = None, shm_path: str = "/dev/shm",
-                 infiniband: str = "/sys/class/infiniband", nccl_conf: tuple[str, ...] = ("/etc/nccl.conf",),
+                 infiniband: str = "/sys/class/infiniband", nccl_conf: tuple[str, ...] | None = None,
                  nodes: list[str] | None = None):
         raw = dict(os.environ if env is None else env)
         self.config = config or SiteConfig()
-        self.raw_env = raw
         self.nodes = list(nodes) if nodes is not None else job_nodes(raw)
         host = hostname or socket.gethostname()
-        # NCCL reads /etc/nccl.conf for variables the environment does not set: judge what NCCL will see.
-        self.nccl_conf = system.read_nccl_conf(nccl_conf)
-        merged = {**self.nccl_conf, **raw}
-        super().__init__(self.nodes[0] if self.nodes else host, RENDEZVOUS_PORT, env=merged,
-                         probe_timeout=self.config.probe_timeout, hostname=host)
+        # NCCL reads its configuration files for variables the environment does not set: judge what
+        # NCCL will see (the shared fact in facts/network.py; the prolog reads them for its own env
+        # even when a test hands in `env`, unless it names the files)
+        if nccl_conf is None:
+            from ddpdoctor.facts.network import nccl_conf_paths
+            nccl_conf = nccl_conf_paths(raw)
+        super().__init__(self.nodes[0] if self.nodes else host, RENDEZVOUS_PORT, env=raw,
+                         probe_timeout=self.config.probe_timeout, hostname=host, nccl_conf=nccl_conf)
         self.node_name = raw.get("SLURMD_NODENAME") or host
         self.job_id = raw.get("SLURM_JOB_ID", "")
         self._shm_path = shm_path
