@@ -258,8 +258,8 @@ class Worker:
                     time.sleep(0.02)
             records = {str(r): json.loads(v) for r, v in zip(range(self.world), rendezvous.multi_get(store, keys))}
             from ddpdoctor.facts.gpu import misplaced
-            rerun = bool(self.cfg.fix and not self.cfg.fix_round
-                         and misplaced({int(k): v for k, v in records.items()}))
+            from ddpdoctor.facts.smoke import records_of
+            rerun = bool(self.cfg.fix and not self.cfg.fix_round and misplaced(records_of({"records": records})))
             with self.finish_lock:
                 if self.finished:
                     return 1
