@@ -13,6 +13,16 @@ def short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[:400]}"
 
 
+def failure_hint(e: BaseException) -> str:
+    """Where to look when a collective raised (a peer's fault, not this rank's, most of the time)."""
+    text = str(e)
+    if "closed by peer" in text or "Connection reset" in text:
+        return "a peer rank went away in the middle of the collective"
+    if "Timed out" in text or "timeout" in text.lower():
+        return "a peer never took part in the collective"
+    return ""
+
+
 def run_step(torch, dist, step: P.Step, device, rank: int, world: int, local_rank: int, fix_round: bool,
              zero: bool, waiting: Callable[[], ContextManager]) -> dict[str, Any]:
     """One correctness step -> its record entry (ok, first_bad, time_s). `zero`: contribute zeros (fault hook)."""

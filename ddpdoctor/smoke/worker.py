@@ -155,7 +155,8 @@ class Worker:
             self.store, self.mon = rendezvous.connect_store(self.cfg, self.rank, self.master, self.port,
                                                             self.agent_store, self.prefix)
         except Exception as e:  # noqa: BLE001 - no store: nothing to tell the others, tell the supervisor
-            self.record["error"] = {"phase": P.STORE, "message": _short(e), "hint": rendezvous.store_hint(e, self.rank, self.master, self.port, self.agent_store)}
+            hint = rendezvous.store_hint(e, self.rank, self.master, self.port, self.agent_store)
+            self.record["error"] = {"phase": P.STORE, "message": _short(e), "hint": hint}
             self.chan.send({"t": "record", "record": self.record})
             return 1
         threading.Thread(target=monitor_loop, args=(self,), name="monitor", daemon=True).start()
@@ -163,18 +164,10 @@ class Worker:
             self._collectives()
         except Exception as e:  # noqa: BLE001 - a failed phase is a finding: report it, then wait for rank 0
             self.err = f"{self.phase}: {_short(e)}"
-            self.record["error"] = {"phase": self.phase, "message": _short(e), "hint": self._hint(e)}
+            self.record["error"] = {"phase": self.phase, "message": _short(e), "hint": collectives.failure_hint(e)}
             if os.environ.get("DDPDOCTOR_DEBUG"):
                 traceback.print_exc()
         return self._report()
-
-    def _hint(self, e: BaseException) -> str:
-        text = str(e)
-        if "closed by peer" in text or "Connection reset" in text:
-            return "a peer rank went away in the middle of the collective"
-        if "Timed out" in text or "timeout" in text.lower():
-            return "a peer never took part in the collective"
-        return ""
 
     def _nvml(self, stage: str) -> None:
         gpumem.add_snapshot(self.record["gpu"], stage)
