@@ -1,4 +1,4 @@
-"""Sizes: one parser and the byte formatters every command shares.
+"""Sizes: one parser and the byte formatters every command shares (and the rank-range formatter).
 
 Binary units throughout (K/M/G/T are powers of 1024), as nccl-tests' `-e 64M` and Slurm's
 `--mem=64G` read them.
@@ -6,6 +6,7 @@ Binary units throughout (K/M/G/T are powers of 1024), as nccl-tests' `-e 64M` an
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 _UNITS = {"": 1, "k": KiB, "m": MiB, "g": GiB, "t": TiB}
@@ -45,3 +46,16 @@ def fmt_bytes(n: int) -> str:
     if n >= KiB:
         return f"{n / KiB:.1f} KiB"
     return f"{n} B"
+
+
+def fmt_ranks(ranks: Iterable[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    rs = sorted(set(ranks))
+    parts, i = [], 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        parts.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(parts)

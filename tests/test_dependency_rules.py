@@ -20,7 +20,9 @@ CHECKS_MAY_IMPORT = {
 # an entry is no longer needed, so this list can only shrink.
 KNOWN_DEBT: dict[tuple[str, str], str] = {}
 # The modules the torch worker runs in every rank: they import no check (judgement runs in the supervisor).
-WORKER_MODULES = ("ddpdoctor.smoke.worker",)
+WORKER_MODULES = ("ddpdoctor.smoke.worker", "ddpdoctor.smoke.rendezvous", "ddpdoctor.smoke.collectives",
+                  "ddpdoctor.smoke.bandwidth_run", "ddpdoctor.smoke.gpumem", "ddpdoctor.smoke.watchdog",
+                  "ddpdoctor.smoke.faults")
 
 
 def _modname(path: Path) -> str:

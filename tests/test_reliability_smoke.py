@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 
+from ddpdoctor.render import smoke as render_smoke
 from ddpdoctor.model import Status
 from ddpdoctor.smoke import plan as P
 from ddpdoctor.smoke.report import build_report
@@ -101,7 +102,7 @@ def test_one_rank_reports_no_bandwidth_only_that_it_needs_two():
     rep = build_report(world, P.SmokeConfig(timeout=10), launcher="standalone")
     dd503 = next(r for r in rep.results if r.id == "DD503")
     assert dd503.status is Status.SKIP and "two or more ranks" in dd503.reason
-    text = rep.extra["text"]
+    text = render_smoke.text(rep)
     assert "needs two or more ranks" in text and "GB/s" not in text
     assert rep.to_dict()["bandwidth"] == []
 

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from ddpdoctor.checks import gpu as G
+from ddpdoctor.facts.smoke import RankRecord
 from ddpdoctor.model import Severity
 from ddpdoctor.probes import nvml as probe
 from ddpdoctor.smoke.plan import SmokeConfig
@@ -116,11 +117,16 @@ def _rec(rank, pid, host, own, snaps):
                     "snapshots": snaps}}
 
 
+def _typed(records):
+    return {r: RankRecord.from_dict(v) for r, v in records.items()}
+
+
 def _ctx(records, fix_records=None, cfg=SmokeConfig(), backend="nccl"):
     class Ctx:
         pass
     c = Ctx()
-    c.records, c.fix_records, c.cfg, c.backend = records, fix_records or {}, cfg, backend
+    c.records, c.fix_records = _typed(records), _typed(fix_records or {})
+    c.cfg, c.backend = cfg, backend
     return c
 
 

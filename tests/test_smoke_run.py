@@ -78,7 +78,7 @@ def test_two_local_ranks_pass_with_exact_results_and_nccl_tests_bandwidth():
     for row in report["bandwidth"]:
         assert row["algbw_gbps"] > 0
         assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * (2 - 1) / 2)
-    assert "all_reduce bandwidth (nccl-tests definitions" in report["text"]
+    assert "text" not in report  # the tables are render/smoke.py's, drawn from these fields
 
 
 def test_four_local_ranks_quick():

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from ddpdoctor.checks import distributed as D
+from ddpdoctor.facts.smoke import RankRecord
 from ddpdoctor.model import Severity, Status
 from ddpdoctor.facts import bandwidth as bw
 from ddpdoctor import launch
@@ -13,6 +14,7 @@ from ddpdoctor.smoke import plan
 from ddpdoctor.smoke.plan import KiB, MiB, SmokeConfig
 from ddpdoctor.smoke.progress import Tracker, heartbeat
 from ddpdoctor.smoke.report import build_report
+from ddpdoctor.render import smoke as render_smoke
 from ddpdoctor.validate import BadInput
 
 
@@ -204,7 +206,8 @@ def _ctx(verdict=None, records=None, world_size=2, cfg=CFG):
     class Ctx:
         pass
     c = Ctx()
-    c.verdict, c.records, c.world_size, c.cfg, c.backend = verdict, records or {}, world_size, cfg, "gloo"
+    c.verdict, c.world_size, c.cfg, c.backend = verdict, world_size, cfg, "gloo"
+    c.records = {r: RankRecord.from_dict({"rank": r, **v}) for r, v in (records or {}).items()}
     return c
 
 
@@ -312,10 +315,30 @@ def test_expected_busbw_shortfall_is_a_warning_not_a_failure():
 def test_json_report_carries_per_rank_records_and_the_verdict():
     states = [_state(0), _state(1, hb=30, proc_state="stopped")]
     world = {"records": {"0": _rec(0)}, "world_size": 2, "backend": "gloo", "verdict": _verdict(states)}
-    d = build_report(world, CFG, launcher="torchrun").to_dict()
+    report = build_report(world, CFG, launcher="torchrun")
+    d = report.to_dict()
     assert d["command"] == "smoke" and d["exit_code"] == 1
     assert d["ranks"][0]["rank"] == 0 and d["verdict"]["states"][1]["proc_state"] == "stopped"
-    assert "holding the others up: ranks 1" in d["text"]
+    assert "text" not in d  # the text is render/smoke.py's, from the report
+    dd501 = next(r for r in d["results"] if r["id"] == "DD501")
+    assert all(f["evidence"]["held_up_by"] == [1] for f in dd501["findings"])
+    assert "holding the others up: ranks 1" in render_smoke.text(report)
+
+
+def test_the_smoke_table_says_what_dd501_found_and_does_not_judge_without_it():
+    """The renderer reads DD501's evidence; with DD501 left out it does not guess."""
+    states = [_state(0), _state(1, hb=30, proc_state="stopped")]
+    world = {"records": {"0": _rec(0)}, "world_size": 2, "backend": "gloo", "verdict": _verdict(states)}
+    text = render_smoke.text(build_report(world, CFG, launcher="torchrun", ignore=["DD501"]))
+    assert "holding the others up: see DD501" in text and "ranks 1" not in text.split("holding")[1].split(")")[0]
+
+
+def test_the_bandwidth_table_is_rendered_from_the_report():
+    recs = {r: _rec(r, bandwidth=[{"size": 1 << 20, "times": [0.001] * 5}]) for r in range(2)}
+    report = build_report({"records": {str(r): v for r, v in recs.items()}, "world_size": 2, "backend": "gloo"},
+                          SmokeConfig(), launcher="standalone")
+    text = render_smoke.text(report)
+    assert "all_reduce bandwidth (nccl-tests definitions; median of 5 iterations" in text and "1 MiB" in text
 
 
 def test_importing_the_smoke_command_and_report_does_not_import_torch():

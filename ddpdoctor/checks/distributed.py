@@ -1,31 +1,20 @@
 """DD5xx: torch.distributed as `ddpdoctor smoke` saw it on every rank.
 
-Facts come from the ranks' records (ddpdoctor/smoke/worker.py) and, when the run stalled, the
-watchdog's verdict (ddpdoctor/smoke/progress.py): every rank's phase, heartbeat age, error and
+Facts (ddpdoctor/facts/smoke.py) are the ranks' records (ddpdoctor/smoke/worker.py) and, when the run
+stalled, the watchdog's verdict (ddpdoctor/smoke/progress.py): every rank's phase, heartbeat age, error and
 exit. These checks turn them into findings that name ranks, hosts and phases.
 """
 from __future__ import annotations
+
+import dataclasses
 
 from typing import Any, Iterable, Mapping
 
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check
 from ddpdoctor.checks import drift
-from ddpdoctor.units import fmt_bytes
+from ddpdoctor.units import fmt_bytes, fmt_ranks
 from ddpdoctor.facts import bandwidth as bw
-
-
-def fmt_ranks(ranks: Iterable[int]) -> str:
-    """[0, 1, 2, 5] -> '0-2, 5'."""
-    rs = sorted(set(ranks))
-    parts, i = [], 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        parts.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ", ".join(parts)
 
 
 def _hosts_of(ranks: Iterable[int], host_of: Mapping[int, str]) -> str:
@@ -134,12 +123,19 @@ def every_rank_finished(ctx):
     (a SIGKILL is usually the OOM killer), run `py-spy dump` on one that hangs, and set
     `NCCL_DEBUG=INFO` when every rank hangs inside the same collective.
     """
+    # every finding of a stalled run names the ranks holding the others up (the smoke table's header reads it)
+    held = [s["rank"] for s in culprits(ctx.verdict["states"])] if ctx.verdict else None
+    for f in _phase_findings(ctx):
+        yield f if held is None else dataclasses.replace(f, evidence={**f.evidence, "held_up_by": held})
+
+
+def _phase_findings(ctx):
     verdict = ctx.verdict
-    errors = [(r, rec["error"]) for r, rec in sorted(ctx.records.items()) if rec.get("error")]
+    errors = [(r, rec.error) for r, rec in sorted(ctx.records.items()) if rec.error]
     failed = {r for r, _ in errors}
-    failures = [Finding(Severity.ERROR, f"rank {r} (pid {ctx.records[r].get('pid')}, {ctx.records[r].get('host')}) "
-                                        f"failed in phase '{err.get('phase')}': {err.get('message')}",
-                        hint=err.get("hint", ""), evidence={"rank": r, **err}) for r, err in errors]
+    failures = [Finding(Severity.ERROR, f"rank {r} (pid {ctx.records[r].pid}, {ctx.records[r].host}) "
+                                        f"failed in phase '{err.phase}': {err.message}",
+                        hint=err.hint, evidence={"rank": r, **err.to_dict()}) for r, err in errors]
     if verdict:
         states = verdict["states"]
         bad = culprits(states)
@@ -191,8 +187,8 @@ def every_rank_finished(ctx):
     if missing:
         yield Finding(Severity.ERROR, f"ranks {fmt_ranks(missing)} sent no results", evidence={"missing": missing})
         return
-    init = max((rec.get("phases") or {}).get("init", 0.0) for rec in ctx.records.values())
-    yield Finding(Severity.INFO, f"{ctx.world_size} rank(s) on {len({r.get('host') for r in ctx.records.values()})} "
+    init = max(rec.phases.get("init", 0.0) for rec in ctx.records.values())
+    yield Finding(Severity.INFO, f"{ctx.world_size} rank(s) on {len({r.host for r in ctx.records.values()})} "
                                  f"host(s) finished every phase; init_process_group took {init:.3f} s",
                   evidence={"world_size": ctx.world_size})
 
@@ -228,12 +224,12 @@ def collectives_correct(ctx):
     isolate a protocol, run nccl-tests with `-c 1` at the failing size, and check the hosts'
     hardware logs (ECC, PCIe errors).
     """
-    if not ctx.records or not any(rec.get("correctness") for rec in ctx.records.values()):
+    if not ctx.records or not any(rec.correctness for rec in ctx.records.values()):
         raise Skip("no collective completed")
     fails: dict[tuple, list[tuple[int, dict]]] = {}
     total = 0
     for r, rec in sorted(ctx.records.items()):
-        for e in rec.get("correctness") or []:
+        for e in rec.correctness:
             total += 1
             if not e.get("ok"):
                 fails.setdefault((e["op"], e.get("dtype", ""), e.get("size", 0), e.get("src", 0)), []).append((r, e))
@@ -276,7 +272,7 @@ def allreduce_bandwidth(ctx):
     Compare with the link speed; look at which transport NCCL picked (`NCCL_DEBUG=INFO`,
     `NCCL_DEBUG_SUBSYS=INIT,NET`) and which interface (DD3xx checks of `ddpdoctor network`).
     """
-    per_rank = {r: rec.get("bandwidth") for r, rec in ctx.records.items() if rec.get("bandwidth")}
+    per_rank = {r: list(rec.bandwidth) for r, rec in ctx.records.items() if rec.bandwidth}
     if not per_rank:
         raise Skip("no bandwidth measured" + (" (--quick)" if ctx.cfg.quick else ""))
     if ctx.world_size < 2:
@@ -326,9 +322,9 @@ def versions_agree(ctx):
     """
     if not ctx.records:
         raise Skip("no rank reported results")
-    host_of = {r: rec.get("host", "?") for r, rec in ctx.records.items()}
+    host_of = {r: rec.host for r, rec in ctx.records.items()}
     for key in drift.VERSION_KEYS:
-        values = {r: (rec.get("versions") or {}).get(key) for r, rec in ctx.records.items()}
+        values = {r: rec.versions.get(key) for r, rec in ctx.records.items()}
         if len(set(values.values())) > 1:
             yield drift.finding(key, "ranks", _grouped(values, host_of), {"values": values})
 
@@ -353,12 +349,12 @@ def settings_agree(ctx):
     """
     if not ctx.records:
         raise Skip("no rank reported results")
-    host_of = {r: rec.get("host", "?") for r, rec in ctx.records.items()}
-    keys = sorted({k for rec in ctx.records.values() for k in (rec.get("settings") or {})})
+    host_of = {r: rec.host for r, rec in ctx.records.items()}
+    keys = sorted({k for rec in ctx.records.values() for k in rec.settings})
     for key in keys:
         if key in PER_RANK_SETTINGS or key == "CUDA_VISIBLE_DEVICES":
             continue  # legitimately per rank (srun --gpus-per-task binds one GPU per task)
-        values = {r: (rec.get("settings") or {}).get(key) for r, rec in ctx.records.items()}
+        values = {r: rec.settings.get(key) for r, rec in ctx.records.items()}
         if len(set(values.values())) > 1:
             common = max(set(values.values()), key=lambda v: list(values.values()).count(v))
             yield Finding(Severity.WARNING, f"{key} differs across ranks: {_grouped(values, host_of)}",
@@ -384,9 +380,9 @@ def gloo_next_to_nccl(ctx):
     if ctx.backend != "nccl":
         raise Skip(f"backend is {ctx.backend or 'unknown'}: every collective already ran on it")
     for r, rec in sorted(ctx.records.items()):
-        g = rec.get("gloo_cpu") or {}
+        g = rec.gloo_cpu or {}
         if g and not g.get("ok"):
-            yield Finding(Severity.ERROR, f"rank {r} ({rec.get('host')}): Gloo all_reduce next to NCCL failed: "
+            yield Finding(Severity.ERROR, f"rank {r} ({rec.host}): Gloo all_reduce next to NCCL failed: "
                                           f"{g.get('error', 'wrong result')}",
                           fix=Fix("make Gloo use the interface that reaches the other hosts",
                                   commands=("ddpdoctor network --master $MASTER_ADDR",)),
@@ -409,9 +405,9 @@ def backend_fits(ctx):
     """
     if not ctx.records:
         raise Skip("no rank reported results")
-    with_gpu = [r for r, rec in ctx.records.items() if rec.get("has_gpu")]
-    without = [r for r, rec in ctx.records.items() if not rec.get("has_gpu")]
-    host_of = {r: rec.get("host", "?") for r, rec in ctx.records.items()}
+    with_gpu = [r for r, rec in ctx.records.items() if rec.has_gpu]
+    without = [r for r, rec in ctx.records.items() if not rec.has_gpu]
+    host_of = {r: rec.host for r, rec in ctx.records.items()}
     if with_gpu and without:
         sev = Severity.ERROR if ctx.cfg.backend == "nccl" else Severity.WARNING
         yield Finding(sev, f"ranks {fmt_ranks(without)} ({_hosts_of(without, host_of)}) have no usable GPU, "

@@ -1,6 +1,6 @@
 """DD4xx: GPU memory per rank, from NVML snapshots every rank of `ddpdoctor smoke` took.
 
-The facts (ddpdoctor/probes/nvml.py, collected by ddpdoctor/smoke/worker.py) are, per rank: its
+The facts (ddpdoctor/facts/smoke.py: NVML snapshots the smoke worker took) are, per rank: its
 host and pid, the GPU it should use (`expected`: NVML index and UUID), and NVML snapshots of its
 host before init, after init and after the first collective. These checks only judge them, so
 they are tested with plain data.
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from ddpdoctor.facts.gpu import STAGES, gpu_info as _gpu_info, job_memory_per_gpu, misplaced, nvml_available, rank_usage  # noqa: F401
+from ddpdoctor.facts.smoke import RankRecord
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check
 from ddpdoctor.units import MiB
@@ -27,8 +28,8 @@ def mib(n: int | None) -> str:
     return "? MiB" if n is None else f"{n / MiB:.0f} MiB"
 
 
-def who(rec: Mapping[str, Any]) -> str:
-    return f"rank {rec['rank']} (pid {rec.get('pid')}, {rec.get('host', '?')})"
+def who(rec: RankRecord) -> str:
+    return f"rank {rec.rank} (pid {rec.pid}, {rec.host})"
 
 
 def _require_nvml(ctx) -> None:
@@ -39,20 +40,20 @@ def _require_nvml(ctx) -> None:
         raise Skip(f"NVML unavailable: {why}")
 
 
-def _host_snapshots(records: Mapping[int, Mapping]) -> dict[str, list[dict]]:
+def _host_snapshots(records: Mapping[int, RankRecord]) -> dict[str, list[dict]]:
     """Per host, every GPU snapshot any of its ranks took."""
     out: dict[str, list[dict]] = {}
     for rec in records.values():
         for stage in STAGES:
-            out.setdefault(rec.get("host", "?"), []).extend(((_gpu_info(rec).get("snapshots") or {}).get(stage)) or [])
+            out.setdefault(rec.host, []).extend(_gpu_info(rec).snapshots.get(stage) or [])
     return out
 
 
-def foreign_processes(records: Mapping[int, Mapping]) -> list[dict[str, Any]]:
+def foreign_processes(records: Mapping[int, RankRecord]) -> list[dict[str, Any]]:
     """Processes holding GPU memory on a job's host that are none of the job's ranks there."""
     job = {}
     for rec in records.values():
-        job.setdefault(rec.get("host", "?"), set()).add(rec.get("pid"))
+        job.setdefault(rec.host, set()).add(rec.pid)
     seen: dict[tuple, dict[str, Any]] = {}
     for host, gpus in _host_snapshots(records).items():
         for gpu in gpus:
@@ -152,23 +153,23 @@ def each_rank_has_own_gpu(ctx):
     for r in sorted(ctx.records):
         rec = ctx.records[r]
         g = _gpu_info(rec)
-        if not (g.get("nvml") or {}).get("available") or not ((g.get("snapshots") or {}).get("before init")):
+        if not g.available or not g.snapshots.get("before init"):
             continue  # no GPU on this host: nothing to select
-        exp = g.get("expected") or {}
+        exp = dict(g.expected)
         if exp.get("uuid") is None:
             yield Finding(sev, f"{who(rec)} has no GPU of its own: {exp.get('how') or 'no visible GPU'}",
-                          hint=f"{len(g['snapshots']['before init'])} GPU(s) on {rec.get('host')}; "
-                               f"{rec.get('local_world_size')} process(es) started there",
+                          hint=f"{len(g.snapshots['before init'])} GPU(s) on {rec.host}; "
+                               f"{rec.local_world_size} process(es) started there",
                           fix=Fix("start one process per visible GPU",
                                   commands=("torchrun --nproc-per-node=gpu ...",)),
-                          evidence={"rank": r, "local_rank": rec.get("local_rank"), "expected": exp})
+                          evidence={"rank": r, "local_rank": rec.local_rank, "expected": exp})
             continue
-        by_gpu.setdefault((rec.get("host"), exp["uuid"]), []).append(r)
+        by_gpu.setdefault((rec.host, exp["uuid"]), []).append(r)
     for (host, _uuid), ranks in sorted(by_gpu.items(), key=lambda kv: (str(kv[0][0]), kv[1])):
         if len(ranks) > 1:
-            idx = (_gpu_info(ctx.records[ranks[0]]).get("expected") or {}).get("index")
+            idx = _gpu_info(ctx.records[ranks[0]]).expected.get("index")
             yield Finding(sev, f"ranks {', '.join(map(str, ranks))} on {host} all select GPU {idx}",
-                          hint="; ".join(f"rank {r}: {(_gpu_info(ctx.records[r]).get('expected') or {}).get('how')}"
+                          hint="; ".join(f"rank {r}: {_gpu_info(ctx.records[r]).expected.get('how')}"
                                          for r in ranks),
                           fix=Fix("select the GPU with LOCAL_RANK and give each process a different one",
                                   code="torch.cuda.set_device(int(os.environ['LOCAL_RANK']))"),

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Mapping, Sequence
 
 from ddpdoctor.checks.gpu import SET_DEVICE_CODE, misplaced, mib
+from ddpdoctor.facts.smoke import GpuView, RankRecord
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check
 
@@ -298,8 +299,8 @@ def stacks_readable(ctx):
                           evidence={"rank": r["rank"], "pid": r["pid"], "errors": [s["error"] for s in bad]})
 
 
-def nvml_records(ranks: Sequence[Mapping[str, Any]], snap: Mapping[str, Any]) -> dict[int, dict]:
-    """The smoke records' shape (checks/gpu.py) from a running job: own GPU from LOCAL_RANK + CUDA_VISIBLE_DEVICES."""
+def nvml_records(ranks: Sequence[Mapping[str, Any]], snap: Mapping[str, Any]) -> dict[int, RankRecord]:
+    """The smoke records (facts/smoke.py) from a running job: own GPU from LOCAL_RANK + CUDA_VISIBLE_DEVICES."""
     from ddpdoctor.facts.gpu import visible_gpu
     gpus = list(snap.get("gpus") or [])
     out = {}
@@ -307,8 +308,8 @@ def nvml_records(ranks: Sequence[Mapping[str, Any]], snap: Mapping[str, Any]) ->
         if r.get("local_rank") is None:
             continue
         own = visible_gpu(r["local_rank"], r.get("env", {}).get("CUDA_VISIBLE_DEVICES"), gpus)
-        out[r["rank"]] = {"rank": r["rank"], "pid": r["pid"], "host": r.get("host"),
-                          "gpu": {"expected": own, "snapshots": {"after first collective": gpus}}}
+        out[r["rank"]] = RankRecord(r["rank"], r.get("host") or "?", r["pid"],
+                                    gpu=GpuView(expected=own, snapshots={"after first collective": gpus}))
     return out
 
 

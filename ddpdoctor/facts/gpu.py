@@ -7,25 +7,28 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from ddpdoctor.facts.smoke import GpuView, RankRecord
+
 STAGES = ("before init", "after init", "after first collective")
+_NONE = GpuView()
 
 
-def gpu_info(rec: Mapping[str, Any]) -> Mapping[str, Any]:
-    return rec.get("gpu") or {}
+def gpu_info(rec: RankRecord) -> GpuView:
+    return rec.gpu or _NONE
 
 
-def nvml_available(records: Mapping[int, Mapping]) -> tuple[bool, str]:
+def nvml_available(records: Mapping[int, RankRecord]) -> tuple[bool, str]:
     reasons = set()
     for rec in records.values():
-        nv = gpu_info(rec).get("nvml") or {}
-        if nv.get("available"):
+        nv = gpu_info(rec)
+        if nv.available:
             return True, ""
-        if nv.get("error"):
-            reasons.add(nv["error"])
+        if nv.error:
+            reasons.add(nv.error)
     return False, "; ".join(sorted(reasons)) or "no rank reported NVML data"
 
 
-def misplaced(records: Mapping[int, Mapping]) -> list[dict[str, Any]]:
+def misplaced(records: Mapping[int, RankRecord]) -> list[dict[str, Any]]:
     """Every (rank, GPU) where the rank's own pid holds memory on a GPU that is not its own.
 
     Each entry holds the stage it was first seen at (what caused it) and the latest bytes held.
@@ -34,40 +37,40 @@ def misplaced(records: Mapping[int, Mapping]) -> list[dict[str, Any]]:
     for r in sorted(records):
         rec = records[r]
         g = gpu_info(rec)
-        own = (g.get("expected") or {}).get("uuid")
+        own = g.expected.get("uuid")
         if not own:
             continue
         seen: dict[str, dict[str, Any]] = {}
         for stage in STAGES:
-            for gpu in (g.get("snapshots") or {}).get(stage) or []:
+            for gpu in g.snapshots.get(stage) or []:
                 if gpu["uuid"] == own:
                     continue
                 for p in gpu.get("processes", []):
-                    if p["pid"] == rec.get("pid"):
+                    if p["pid"] == rec.pid:
                         first = seen.get(gpu["uuid"], {}).get("first_stage", stage)
-                        seen[gpu["uuid"]] = {"rank": r, "pid": p["pid"], "host": rec.get("host"), "gpu": gpu["index"],
+                        seen[gpu["uuid"]] = {"rank": r, "pid": p["pid"], "host": rec.host, "gpu": gpu["index"],
                                              "uuid": gpu["uuid"], "used": p.get("used"), "stage": stage,
-                                             "first_stage": first, "own_gpu": (g.get("expected") or {}).get("index")}
+                                             "first_stage": first, "own_gpu": g.expected.get("index")}
         out += list(seen.values())
     return out
 
 
-def rank_usage(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+def rank_usage(rec: RankRecord) -> list[dict[str, Any]]:
     """Where the rank's own pid holds memory in its latest NVML snapshot: GPU index, UUID, bytes."""
-    snaps = gpu_info(rec).get("snapshots") or {}
+    snaps = gpu_info(rec).snapshots
     latest = next((snaps[s] for s in reversed(STAGES) if snaps.get(s)), [])
     return [{"gpu": gpu["index"], "uuid": gpu["uuid"], "used": p.get("used") or 0}
-            for gpu in latest for p in gpu.get("processes", []) if p["pid"] == rec.get("pid")]
+            for gpu in latest for p in gpu.get("processes", []) if p["pid"] == rec.pid]
 
 
-def job_memory_per_gpu(records: Mapping[int, Mapping]) -> dict[tuple, dict[str, Any]]:
+def job_memory_per_gpu(records: Mapping[int, RankRecord]) -> dict[tuple, dict[str, Any]]:
     """(host, GPU index) -> bytes the job's ranks hold there and how many, at the latest stage."""
     out: dict[tuple, dict[str, Any]] = {}
     for rec in records.values():
         for u in rank_usage(rec):
-            e = out.setdefault((rec.get("host"), u["gpu"]), {"used": 0, "ranks": []})
+            e = out.setdefault((rec.host, u["gpu"]), {"used": 0, "ranks": []})
             e["used"] += u["used"]
-            e["ranks"].append(rec["rank"])
+            e["ranks"].append(rec.rank)
     return out
 
 

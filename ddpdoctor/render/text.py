@@ -85,7 +85,11 @@ def fix_lines(fix: Fix, indent: str, fill: Callable[[str], str] = lambda c: c) -
 
 
 def extra_lines(report: Report) -> list[str]:
-    """Command-specific text sections a command put in `extra["text"]`, already formatted."""
+    """Command-specific text sections: a renderer of the command's own (render/smoke.py) or, for the
+    commands that have none yet, what the command put in `extra["text"]`, already formatted."""
+    if report.command == "smoke" and "world_size" in report.extra:
+        from ddpdoctor.render import smoke
+        return ["", *smoke.lines(report)]
     text = report.extra.get("text")
     return ["", *text.splitlines()] if text else []
 

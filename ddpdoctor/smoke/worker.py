@@ -2,20 +2,21 @@
 (ddpdoctor/smoke/supervise.py), in its own session, with RANK/WORLD_SIZE/... and the configuration
 in its environment: `python -m ddpdoctor.smoke.worker`.
 
+This module is the sequence and the reporting to the supervisor; the work is in
+  rendezvous.py     the TCPStore and the backend every rank agrees on;
+  collectives.py    the correctness steps (and Gloo next to NCCL);
+  bandwidth_run.py  the bandwidth timing loop;
+  gpumem.py         the NVML snapshots;
+  watchdog.py       the store monitor (rank 0's stall verdict);
+  faults.py         the DDPDOCTOR_SMOKE_FAULT test hook (documented in docs/smoke.md).
+
 Three threads:
   main     the phases: store, backend, init, collectives, bandwidth, report;
   beat     a heartbeat to the supervisor's pipe every 0.25 s (the supervisor's proof of life);
-  monitor  the same heartbeat into the rendezvous store; rank 0's monitor also reads every rank's
-           heartbeat and, when the run stalls, reports and tells every rank to stop (key `abort`).
+  monitor  the same heartbeat into the rendezvous store (watchdog.py).
 Collectives release the interpreter lock while they wait, so beat and monitor keep running while
 the main thread hangs in one (verified with Gloo: a peer's SIGSTOP blocks the all_reduce, the
 monitor still beats).
-
-Test hook (documented in docs/smoke.md, used by tests/test_smoke_faults.py):
-DDPDOCTOR_SMOKE_FAULT="stop:rank=1:phase=all_reduce" makes rank 1 SIGSTOP itself on entering the
-first phase whose name starts with "all_reduce". Actions: stop, kill (SIGKILL), exit (code 7),
-hang (sleep in the main thread), raise, zero (contribute zeros to that all_reduce). Several
-faults: separate them with ';'.
 """
 from __future__ import annotations
 
@@ -32,27 +33,13 @@ import time
 import traceback
 from typing import Any
 
+from ddpdoctor.smoke import bandwidth_run, collectives, faults, gpumem, rendezvous
 from ddpdoctor.smoke import plan as P
 from ddpdoctor.smoke.channel import Channel
-from ddpdoctor.smoke.progress import Tracker, heartbeat, process_state
-
-FAULT_VAR = "DDPDOCTOR_SMOKE_FAULT"
-BENCH_VAR = "DDPDOCTOR_SMOKE_BENCH_REFERENCE"  # benchmarks/bench_smoke.py: also time a plain loop
-BEAT_S = 0.25
-
-
-def parse_faults(spec: str | None) -> list[dict[str, Any]]:
-    out = []
-    for part in (spec or "").split(";"):
-        if not part.strip():
-            continue
-        action, *kv = part.strip().split(":")
-        f = {"action": action, "rank": None, "phase": "", "fired": False}
-        for item in kv:
-            k, _, v = item.partition("=")
-            f[k] = int(v) if k == "rank" else v
-        out.append(f)
-    return out
+from ddpdoctor.smoke.collectives import short_error as _short
+from ddpdoctor.smoke.faults import FAULT_VAR, parse_faults  # noqa: F401 - FAULT_VAR: the hook's name
+from ddpdoctor.smoke.progress import heartbeat
+from ddpdoctor.smoke.watchdog import BEAT_S, monitor_loop
 
 
 def _category(phase: str) -> str:
@@ -64,11 +51,6 @@ def _category(phase: str) -> str:
     if phase.startswith("gloo"):
         return "gloo"
     return phase
-
-
-def _short(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text[:400]}"
 
 
 class Worker:
@@ -130,28 +112,14 @@ class Worker:
         self.index, self.phase, self.phase_t = j, name, now
         self.kick.set()
         self.kick_store.set()
-        for f in self.faults:
-            if not f["fired"] and f["rank"] in (None, self.rank) and name.startswith(f["phase"]):
-                f["fired"] = True
-                self._fire(f)
+        for f in faults.due(self.faults, self.rank, name):
+            self._fire(f)
 
     def _fire(self, f: dict[str, Any]) -> None:
         deadline = time.monotonic() + 1.0  # let the store see this phase first, so the report can name it
         while self.mon is not None and self.published < self.index and time.monotonic() < deadline:
             time.sleep(0.01)
-        action = f["action"]
-        if action == "stop":
-            os.kill(self.pid, signal.SIGSTOP)
-        elif action == "kill":
-            os.kill(self.pid, signal.SIGKILL)
-        elif action == "exit":
-            os._exit(7)
-        elif action == "hang":
-            while True:
-                time.sleep(3600)
-        elif action == "raise":
-            raise RuntimeError(f"injected fault in phase {self.phase!r}")
-        elif action == "zero":
+        if faults.fire(f["action"], self.phase):
             self.zero_phase = self.phase
 
     def _beat_loop(self) -> None:
@@ -163,104 +131,7 @@ class Worker:
             self.kick.wait(BEAT_S)
             self.kick.clear()
 
-    # ------------------------------------------------------------------ store monitor
-    def _monitor_loop(self) -> None:
-        mon = self.mon
-        tracker = Tracker(self.world, self.cfg, time.monotonic()) if self.rank == 0 else None
-        known: set[int] = set()
-        last_pub = last_poll = 0.0
-        last_index = -1
-        failing_since = None
-        poll_s = max(BEAT_S, self.world / 400)  # rank 0 reads every heartbeat: keep the store's load bounded
-        while True:
-            now = time.monotonic()
-            try:
-                if self.index != last_index or now - last_pub >= 0.9 * BEAT_S:
-                    idx = self.index
-                    mon.set(f"hb/{self.rank}", json.dumps(self.hb()))
-                    self.published, last_index, last_pub = idx, idx, now
-                if now - last_poll >= 0.9 * poll_s:
-                    last_poll = now
-                    if tracker is None:
-                        if mon.check(["abort"]):
-                            self._aborted(json.loads(mon.get("abort")))
-                    else:
-                        self._poll_world(mon, tracker, known, now)
-                        self.chan.send({"t": "progress", "states": tracker.states(time.monotonic())})
-                failing_since = None
-            except Exception as e:  # noqa: BLE001 - the store host froze or died
-                failing_since = failing_since or now
-                if now - failing_since > self.cfg.timeout:
-                    self.chan.send({"t": "lost_store", "error": _short(e), "for_s": round(now - failing_since, 1)})
-                    os._exit(1)
-            # sleep until the next beat or phase change: a thread that woke more often would
-            # compete with the collectives for two cores and the interpreter lock (bandwidth)
-            self.kick_store.wait(BEAT_S)
-            self.kick_store.clear()
-
-    def _poll_world(self, mon, tracker: Tracker, known: set[int], now: float) -> None:
-        tracker.update(self.hb(), now)
-        for r in range(1, self.world):
-            if r not in known and mon.check([f"hb/{r}"]):
-                known.add(r)
-        if known:
-            keys = [f"hb/{r}" for r in sorted(known)]
-            values = mon.multi_get(keys) if hasattr(mon, "multi_get") else [mon.get(k) for k in keys]
-            for v in values:
-                tracker.update(json.loads(v), now)
-        for st in tracker.ranks.values():
-            # a silent rank on this host whose process is gone died: no need to wait out its limit
-            if st.host == self.host and not st.exit and now - st.last_beat_at > 1.0 and st.phase != P.DONE:
-                if process_state(st.pid) in ("gone", "zombie"):
-                    tracker.mark_exit(st.rank, "exited (its process is gone)", now)
-        verdict = tracker.verdict(time.monotonic(), "rank 0's watchdog")
-        if verdict:
-            for st in verdict["states"]:
-                if st.get("seen") and st.get("host") == self.host and st["rank"] != self.rank:
-                    st["proc_state"] = process_state(st.get("pid"))
-            self._finish_with_verdict(verdict)
-
-    def _aborted(self, verdict: dict) -> None:
-        self.chan.send({"t": "aborted", "kind": verdict.get("kind"), "late": verdict.get("late")})
-        try:
-            self.mon.add("abort_ack", 1)
-        finally:
-            os._exit(1)
-
-    def _finish_with_verdict(self, verdict: dict) -> None:
-        """Rank 0's watchdog fired: report what every rank was doing, stop every rank, exit 1."""
-        with self.finish_lock:
-            if self.finished:
-                return
-            self.finished = True
-        records = {str(self.rank): self._record_copy()}
-        try:
-            for r in range(1, self.world):
-                if self.mon.check([f"rec/{r}"]):
-                    records[str(r)] = json.loads(self.mon.get(f"rec/{r}"))
-        except Exception:  # noqa: BLE001 - report what we have
-            pass
-        self.chan.send({"t": "world", "world": self._world(records, verdict)})
-        alive = [s for s in verdict["states"] if s.get("seen") and s["rank"] != self.rank and not s.get("exit")
-                 and s.get("heartbeat_age_s", 99) < 2.0]
-        try:
-            self.mon.set("abort", json.dumps({"kind": verdict["kind"], "late": verdict["late"]}))
-            deadline = time.monotonic() + 1.0  # let the others read it before the store goes away with us
-            while time.monotonic() < deadline and int(self.mon.add("abort_ack", 0)) < len(alive):
-                time.sleep(0.05)
-        except Exception:  # noqa: BLE001
-            pass
-        os._exit(1)
-
-    def _record_copy(self) -> dict[str, Any]:
-        for _ in range(5):  # the main thread may be appending to it
-            try:
-                return json.loads(json.dumps(self.record, default=str))
-            except RuntimeError:
-                time.sleep(0.01)
-        return {"rank": self.rank, "host": self.host, "pid": self.pid}
-
-    def _world(self, records: dict[str, Any], verdict: dict | None) -> dict[str, Any]:
+    def world_report(self, records: dict[str, Any], verdict: dict | None) -> dict[str, Any]:
         return {"round": 2 if self.cfg.fix_round else 1, "backend": self.backend, "world_size": self.world,
                 "master": f"{self.master}:{self.port}", "records": records, "verdict": verdict,
                 "duration_s": round(time.monotonic() - self.t0, 3)}
@@ -281,68 +152,34 @@ class Worker:
         self.record["versions"]["torch"] = torch.__version__
         self.enter(P.STORE)
         try:
-            self._connect_store()
+            self.store, self.mon = rendezvous.connect_store(self.cfg, self.rank, self.master, self.port,
+                                                            self.agent_store, self.prefix)
         except Exception as e:  # noqa: BLE001 - no store: nothing to tell the others, tell the supervisor
-            self.record["error"] = {"phase": P.STORE, "message": _short(e), "hint": self._store_hint(e)}
+            hint = rendezvous.store_hint(e, self.rank, self.master, self.port, self.agent_store)
+            self.record["error"] = {"phase": P.STORE, "message": _short(e), "hint": hint}
             self.chan.send({"t": "record", "record": self.record})
             return 1
-        threading.Thread(target=self._monitor_loop, name="monitor", daemon=True).start()
+        threading.Thread(target=monitor_loop, args=(self,), name="monitor", daemon=True).start()
         try:
             self._collectives()
         except Exception as e:  # noqa: BLE001 - a failed phase is a finding: report it, then wait for rank 0
             self.err = f"{self.phase}: {_short(e)}"
-            self.record["error"] = {"phase": self.phase, "message": _short(e), "hint": self._hint(e)}
+            self.record["error"] = {"phase": self.phase, "message": _short(e), "hint": collectives.failure_hint(e)}
             if os.environ.get("DDPDOCTOR_DEBUG"):
                 traceback.print_exc()
         return self._report()
 
-    def _connect_store(self) -> None:
-        from torch.distributed import PrefixStore, TCPStore
-        is_master = self.rank == 0 and not self.agent_store
-        store = TCPStore(self.master, self.port, None, is_master,
-                         datetime.timedelta(seconds=self.cfg.startup_timeout), wait_for_workers=False)
-        store.set_timeout(datetime.timedelta(seconds=self.cfg.timeout))
-        mon = store.clone()
-        mon.set_timeout(datetime.timedelta(seconds=min(5.0, self.cfg.timeout)))
-        self.store, self.mon = PrefixStore(self.prefix, store), PrefixStore(self.prefix, mon)
-
-    def _store_hint(self, e: BaseException) -> str:
-        text = str(e).lower()
-        if self.rank == 0 and not self.agent_store and ("address already in use" in text or "bind" in text):
-            from ddpdoctor.probes.procs import listeners_on
-            holders = "; ".join(f"pid {h.pid} ({h.name})" for h in listeners_on(self.port) if h.pid)
-            return f"port {self.port} is already in use{' by ' + holders if holders else ''}: pick another MASTER_PORT"
-        return f"rank {self.rank} could not reach the store at {self.master}:{self.port}: is rank 0 running? " \
-               f"`ddpdoctor network --master {self.master} --port {self.port}` checks the path"
-
-    def _hint(self, e: BaseException) -> str:
-        text = str(e)
-        if "closed by peer" in text or "Connection reset" in text:
-            return "a peer rank went away in the middle of the collective"
-        if "Timed out" in text or "timeout" in text.lower():
-            return "a peer never took part in the collective"
-        return ""
-
     def _nvml(self, stage: str) -> None:
-        if self.record["gpu"] is None:
-            return
-        from ddpdoctor.probes.nvml import snapshot
-        snap = snapshot().to_dict()
-        self.record["gpu"]["snapshots"][stage] = snap["gpus"] if snap["available"] else []
+        gpumem.add_snapshot(self.record["gpu"], stage)
 
     def _collectives(self) -> None:
         torch, dist, cfg = self.torch, self.dist, self.cfg
         self.enter(P.BACKEND)
         from ddpdoctor.facts.settings import settings_of
-        from ddpdoctor.probes.nvml import snapshot, visible_gpu
         self.record["settings"] = settings_of(os.environ)
-        snap = snapshot()  # before anything can touch CUDA: is_available() does not create a context
-        gpus = snap.to_dict()["gpus"]
-        self.record["gpu"] = {"nvml": {"available": snap.available, "error": snap.error, "driver": snap.driver},
-                              "expected": visible_gpu(self.local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"), gpus),
-                              "snapshots": {P.NVML_BEFORE: gpus}}
-        if snap.driver:
-            self.record["versions"]["driver"] = snap.driver
+        self.record["gpu"], driver = gpumem.first_snapshot(self.local_rank)
+        if driver:
+            self.record["versions"]["driver"] = driver
         has_gpu = torch.cuda.is_available() and self.local_rank < torch.cuda.device_count()
         self.record["has_gpu"] = has_gpu
         self.record["versions"]["cuda"] = torch.version.cuda
@@ -352,16 +189,7 @@ class Worker:
                 self.record["versions"]["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
             except Exception:  # noqa: BLE001 - a build without NCCL
                 pass
-        # every rank waits here until all have arrived (with the start-up allowance: a slow import
-        # elsewhere is not a hang), then all agree on the backend
-        self.store.set(f"gpu/{self.rank}", "1" if has_gpu else "0")
-        keys = [f"gpu/{r}" for r in range(self.world)]
-        with self.waiting():
-            self.store.wait(keys, datetime.timedelta(seconds=cfg.startup_timeout))
-        if cfg.backend == "auto":
-            self.backend = "nccl" if all(v == b"1" for v in self._multi_get(self.store, keys)) else "gloo"
-        else:
-            self.backend = cfg.backend
+        self.backend = rendezvous.agree_backend(self.store, cfg, self.rank, self.world, has_gpu, self.waiting)
         self.record["backend"] = self.backend
         self.chan.send({"t": "backend", "backend": self.backend})
         self.plan = P.phases(cfg, self.backend, self.world)
@@ -390,111 +218,25 @@ class Worker:
             self.record["device"] = f"cuda:{self.local_rank}"
             props = torch.cuda.get_device_properties(self.local_rank)
             self.record["gpu_name"] = props.name
-            uuid = str(getattr(props, "uuid", "") or "")
+            uuid = gpumem.device_uuid(props)
             if uuid:
-                self.record["device_uuid"] = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
-                exp = self.record["gpu"]["expected"]
-                for g in gpus:  # the UUID CUDA reports beats the CUDA_VISIBLE_DEVICES guess
-                    if g["uuid"] == self.record["device_uuid"]:
-                        exp.update(index=g["index"], uuid=g["uuid"], how=f"torch: cuda:{self.local_rank} is {g['uuid']}")
+                self.record["device_uuid"] = uuid
+                gpumem.pin_expected(self.record["gpu"], uuid, self.local_rank)
         first = True
         for step in P.correctness_steps(cfg, self.backend, self.world):
             self.enter(step.phase)
-            self.record["correctness"].append(self._step(step, device))
+            self.record["correctness"].append(collectives.run_step(
+                torch, dist, step, device, self.rank, self.world, self.local_rank, cfg.fix_round,
+                self.zero_phase == self.phase, self.waiting))
             if first:
                 self._nvml(P.NVML_AFTER_FIRST)
                 first = False
         if gpu:
             self.enter("gloo all_reduce")
-            self._gloo_next_to_nccl()
+            self.record["gloo_cpu"] = collectives.gloo_next_to_nccl(torch, dist, self.rank, self.world, self.waiting)
         for size in P.bandwidth_sizes(cfg):
             self.enter(f"bandwidth {P.fmt_bytes(size)}")
-            self.record["bandwidth"].append(self._bandwidth(size, device))
-
-    def _multi_get(self, store, keys):
-        return store.multi_get(keys) if hasattr(store, "multi_get") else [store.get(k) for k in keys]
-
-    def _step(self, step: P.Step, device) -> dict[str, Any]:
-        torch, dist = self.torch, self.dist
-        t = time.perf_counter()
-        entry: dict[str, Any] = {"op": step.op, "dtype": step.dtype, "size": step.size, "src": step.src}
-        if step.op == "barrier":
-            with self.waiting():
-                if device.type == "cuda" and self.cfg.fix_round:
-                    dist.barrier(device_ids=[self.local_rank])
-                else:
-                    dist.barrier()
-            entry.update(ok=True, time_s=round(time.perf_counter() - t, 6))
-            return entry
-        dtype = getattr(torch, step.dtype)
-        n = max(1, step.size // torch.empty((), dtype=dtype).element_size())
-        if step.op == "all_reduce":
-            value, expected, ones = P.contribution(self.rank, self.world, step.dtype)
-            if self.zero_phase == self.phase:
-                value = 0
-            x = torch.full((n,), value, dtype=dtype, device=device)
-            with self.waiting():
-                dist.all_reduce(x)
-            entry["ones"] = ones
-        else:
-            expected = step.src + 1
-            x = torch.full((n,), expected if self.rank == step.src else 0, dtype=dtype, device=device)
-            with self.waiting():
-                dist.broadcast(x, step.src)
-        bad = x != expected
-        if bool(bad.any()):
-            i = int(bad.nonzero()[0].item())
-            entry.update(ok=False, first_bad={"index": i, "got": x[i].item(), "expected": expected})
-        else:
-            entry["ok"] = True
-        entry["time_s"] = round(time.perf_counter() - t, 6)
-        return entry
-
-    def _gloo_next_to_nccl(self) -> None:
-        torch, dist = self.torch, self.dist
-        try:
-            x = torch.full((4,), float(self.rank + 1))
-            with self.waiting():
-                g = dist.new_group(backend="gloo")
-                dist.all_reduce(x, group=g)
-            expected = self.world * (self.world + 1) / 2
-            self.record["gloo_cpu"] = {"ok": bool((x == expected).all())}
-        except Exception as e:  # noqa: BLE001 - DD506 reports it; the NCCL part goes on
-            self.record["gloo_cpu"] = {"ok": False, "error": _short(e)}
-
-    def _bandwidth(self, size: int, device) -> dict[str, Any]:
-        torch, dist = self.torch, self.dist
-        x = torch.zeros(max(1, size // 4), dtype=torch.float32, device=device)  # zeros: no overflow across iterations
-        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-        warmup, iters = P.bandwidth_iters(size)
-        times = []
-        with self.waiting():
-            for _ in range(warmup):
-                dist.all_reduce(x)
-            sync()
-            for _ in range(iters):
-                t = time.perf_counter()
-                dist.all_reduce(x)
-                sync()
-                times.append(time.perf_counter() - t)
-        entry = {"size": size, "warmup": warmup, "iters": iters, "times": [round(s, 7) for s in times]}
-        if os.environ.get(BENCH_VAR):
-            entry["reference_times"] = self._reference_loop(x, warmup, iters)
-        return entry
-
-    def _reference_loop(self, x, warmup: int, iters: int) -> list[float]:
-        """benchmarks/bench_smoke.py only: the plainest timing loop, on the same group, tensor and
-        iteration counts, right after ddpdoctor's own measurement (CPU tensors: no sync needed)."""
-        dist = self.dist
-        with self.waiting():
-            for _ in range(warmup):
-                dist.all_reduce(x)
-            out = []
-            for _ in range(iters):
-                t = time.perf_counter()
-                dist.all_reduce(x)
-                out.append(time.perf_counter() - t)
-        return out
+            self.record["bandwidth"].append(bandwidth_run.measure(torch, dist, size, device, self.waiting))
 
     # ------------------------------------------------------------------ report
     def _report(self) -> int:
@@ -507,15 +249,15 @@ class Worker:
             with self.waiting():
                 while not store.check(keys):  # the watchdog ends this wait if a rank never posts
                     time.sleep(0.02)
-            records = {str(r): json.loads(v) for r, v in zip(range(self.world), self._multi_get(store, keys))}
+            records = {str(r): json.loads(v) for r, v in zip(range(self.world), rendezvous.multi_get(store, keys))}
             from ddpdoctor.facts.gpu import misplaced
-            rerun = bool(self.cfg.fix and not self.cfg.fix_round
-                         and misplaced({int(k): v for k, v in records.items()}))
+            from ddpdoctor.facts.smoke import records_of
+            rerun = bool(self.cfg.fix and not self.cfg.fix_round and misplaced(records_of({"records": records})))
             with self.finish_lock:
                 if self.finished:
                     return 1
                 self.finished = True
-                world = self._world(records, None)
+                world = self.world_report(records, None)
                 world["rerun_fix"] = rerun
                 self.chan.send({"t": "world", "world": world})
             store.set("done", json.dumps({"rerun_fix": rerun}))
