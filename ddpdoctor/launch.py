@@ -66,9 +66,9 @@ def first_host(nodelist: str) -> str:
     """First host of a Slurm host list: 'gpu[07-09,12],cpu1' -> 'gpu07', 'r[1-2]n[3-4]' -> 'r1n3'.
 
     Task 0 runs on the step's first node with every distribution Slurm offers. The expansion is
-    python-hostlist's (ddpdoctor/slurm/hostlist.py), not a hand-written copy of Slurm's grammar.
+    python-hostlist's (ddpdoctor/hostlist.py), not a hand-written copy of Slurm's grammar.
     """
-    from ddpdoctor.slurm import hostlist
+    from ddpdoctor import hostlist
     try:
         host = hostlist.first(nodelist)
     except BadInput:
@@ -150,3 +150,35 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepNode:
+    """Where one task of an srun step sits, per node (`cluster` and `inspect --gather` run one per node)."""
+    index: int                # this node's position in the step's node list (0 = the first node)
+    names: tuple[str, ...]    # the step's nodes, in Slurm's order
+    node: str                 # this node's Slurm name (SLURMD_NODENAME), else its hostname
+    run_id: str               # "<job>.<step>": scopes store keys and protocol messages
+    representative: bool      # False: another task on this node speaks for it
+
+
+def srun_step(env: Mapping[str, str], hostname: str | None = None) -> StepNode | None:
+    """This task's node in an srun step, None outside one. SLURM_STEP_NODELIST is set by srun for a
+    step; a batch script has only SLURM_JOB_NODELIST (callers say "run it through srun")."""
+    if not env.get("SLURM_STEP_NODELIST"):
+        return None
+    from ddpdoctor import hostlist
+
+    names = tuple(hostlist.expand(env["SLURM_STEP_NODELIST"]))
+    node = env.get("SLURMD_NODENAME") or hostname or socket.gethostname()
+    if node in names:
+        index = names.index(node)
+    else:
+        try:
+            index = _int(env, "SLURM_NODEID")
+        except BadInput:
+            raise BadInput(f"this node ({node}) is not in the step's node list {env['SLURM_STEP_NODELIST']}") from None
+        if index >= len(names):
+            raise BadInput(f"SLURM_NODEID={index} is past the step's {len(names)} node(s)")
+    return StepNode(index, names, node, f"{env.get('SLURM_JOB_ID', '0')}.{env.get('SLURM_STEP_ID', '0')}",
+                    representative=env.get("SLURM_LOCALID", "0") in ("", "0"))

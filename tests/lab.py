@@ -127,7 +127,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import errno
 import fcntl
 import ipaddress
 import itertools

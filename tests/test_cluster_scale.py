@@ -1,11 +1,11 @@
-"""Bad-node isolation by pairing (slurm/pairing.py) on a simulated world of up to 1000 nodes."""
+"""Bad-node isolation by pairing (cluster/pairing.py) on a simulated world of up to 1000 nodes."""
 import random
 from collections import Counter
 
 import pytest
 
-from ddpdoctor.slurm import pairing
-from ddpdoctor.slurm.pairing import PairTest
+from ddpdoctor.cluster import pairing
+from ddpdoctor.cluster.pairing import PairTest
 
 
 def world(bad=(), slow=()):
@@ -63,7 +63,7 @@ def test_odd_count_tests_every_node():
 
 def _judge_fp(recs, n, reference=None):
     from ddpdoctor import registry, runner
-    from ddpdoctor.slurm import cluster as cl
+    from ddpdoctor.facts import cluster as cl
     v = cl.ClusterView(recs, n, port=29400, reference=reference)
     (r,) = runner.run_checks([registry.get("DD720")], v, deadline=5)
     return v, r

@@ -5,8 +5,10 @@ import pytest
 
 from ddpdoctor import registry, runner
 from ddpdoctor.model import Status
-from ddpdoctor.slurm import cluster as cl
-from ddpdoctor.slurm import hostlist
+from ddpdoctor.cluster import launch as cl_launch, peers as cl_peers
+from ddpdoctor.facts import cluster as cl
+from ddpdoctor.render import cluster as show
+from ddpdoctor import hostlist
 from ddpdoctor.validate import BadInput
 
 PORT = 29400
@@ -56,7 +58,7 @@ def test_a_healthy_cluster_passes_every_check_and_fails_no_node():
     res = judge(v)
     assert {r.status for r in res.values()} == {Status.PASS}
     assert v.failing() == [] and v.label(v.passing()) == "node[1-4]"
-    assert "1 node1  - ✓ ✓ ✓" in v.matrix_text()
+    assert "1 node1  - ✓ ✓ ✓" in "\n".join(show.matrix(v.names, v.matrix(), PORT))
 
 
 def test_a_port_dropped_between_one_pair_names_the_pair_and_blames_the_receiver():
@@ -159,14 +161,16 @@ def test_the_matrix_is_summarised_beyond_64_nodes():
         i = r["index"]
         r["probes"] = {str(j): p for j, p in r["probes"].items() if int(j) in ((i + 1) % n, (i - 1) % n)}
     recs[5]["probes"][str(6)] = probe(6, rdzv="refused")
-    text = cl.ClusterView(recs, n, port=PORT).matrix_text()
+    v = cl.ClusterView(recs, n, port=PORT)
+    assert v.matrix() is None
+    text = "\n".join(show.summary(n, v.summary(), v.label(v.missing)))
     assert text.splitlines()[0] == "70 nodes: 140 probes (4830 pairs), 1 failed; missing: none"
     assert "node7: unreachable from 1 node(s)" in text
 
 
 @pytest.mark.parametrize("n,k", [(2, 16), (17, 16), (18, 16), (200, 16), (1000, 8)])
 def test_each_node_probes_a_bounded_set_that_covers_every_node(n, k):
-    sets = {i: cl.peer_set(i, n, k, seed=42) for i in range(n)}
+    sets = {i: cl_peers.peer_set(i, n, k, seed=42) for i in range(n)}
     indegree = {j: 0 for j in range(n)}
     for i, s in sets.items():
         assert i not in s and len(s) == min(k, n - 1) and len(set(s)) == len(s)
@@ -175,23 +179,23 @@ def test_each_node_probes_a_bounded_set_that_covers_every_node(n, k):
         for j in s:
             indegree[j] += 1
     assert min(indegree.values()) >= min(2, n - 1)
-    assert cl.peer_set(5 % n, n, k, seed=42) == sets[5 % n]  # reproducible from the seed
+    assert cl_peers.peer_set(5 % n, n, k, seed=42) == sets[5 % n]  # reproducible from the seed
 
 
 def test_launch_is_read_from_srun_and_torchrun_variables():
     srun = {"SLURM_STEP_NODELIST": "gpu[01-03]", "SLURM_JOB_NODELIST": "gpu[01-03]", "SLURMD_NODENAME": "gpu02",
             "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"}
-    l = cl.detect_launch(srun, store_port=29401)
+    l = cl_launch.detect_launch(srun, store_port=29401)
     assert (l.mode, l.index, l.world, l.store_host, l.host_store, l.representative) == ("srun", 1, 3, "gpu01", False, True)
-    assert not cl.detect_launch({**srun, "SLURM_LOCALID": "3"}, store_port=29401).representative
+    assert not cl_launch.detect_launch({**srun, "SLURM_LOCALID": "3"}, store_port=29401).representative
     tr = {"TORCHELASTIC_RUN_ID": "r1", "GROUP_RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1",
           "MASTER_ADDR": "node1", "MASTER_PORT": "29500", "TORCHELASTIC_USE_AGENT_STORE": "True"}
-    l = cl.detect_launch(tr, store_port=1, hostname="node1")
+    l = cl_launch.detect_launch(tr, store_port=1, hostname="node1")
     assert (l.mode, l.index, l.world, l.store_host, l.store_port, l.host_store) == ("torchrun", 0, 2, "node1", 29500, False)
     with pytest.raises(BadInput, match="srun -N"):
-        cl.detect_launch({}, store_port=29401)
+        cl_launch.detect_launch({}, store_port=29401)
     with pytest.raises(BadInput, match="this is the job script"):  # sbatch's script: no step on every node
-        cl.detect_launch({"SLURM_JOB_NODELIST": "gpu[01-03]", "SLURM_PROCID": "0"}, store_port=29401)
+        cl_launch.detect_launch({"SLURM_JOB_NODELIST": "gpu[01-03]", "SLURM_PROCID": "0"}, store_port=29401)
 
 
 def test_hostlists_expand_and_collect_with_slurms_grammar():

@@ -16,6 +16,15 @@ CHECKS_MAY_IMPORT = {
     "ddpdoctor", "ddpdoctor.model", "ddpdoctor.registry", "ddpdoctor.facts", "ddpdoctor.units",
     "ddpdoctor.checks", "ddpdoctor.validate", "ddpdoctor.ifname", "ddpdoctor.knownvars",
 }
+# What facts/ may import: the probes that gather them, small pure helpers, and the site config
+# (thresholds a node's facts carry). Never a check, a renderer, a command or a feature package.
+FACTS_MAY_IMPORT = {
+    "ddpdoctor", "ddpdoctor.model", "ddpdoctor.facts", "ddpdoctor.probes", "ddpdoctor.peerprobe.protocol",
+    "ddpdoctor.memo", "ddpdoctor.units", "ddpdoctor.hostlist", "ddpdoctor.validate", "ddpdoctor.ifname",
+    "ddpdoctor.knownvars", "ddpdoctor.launch", "ddpdoctor.slurm.config",
+}
+# What render/ may import: reports in, text out (facts only for their plain-data helpers).
+RENDER_MAY_IMPORT = {"ddpdoctor.model", "ddpdoctor.facts", "ddpdoctor.units", "ddpdoctor.render", "ddpdoctor.streams"}
 # Imports that break the rule today, each with the reason it is still there. The test fails when
 # an entry is no longer needed, so this list can only shrink.
 KNOWN_DEBT: dict[tuple[str, str], str] = {}
@@ -79,6 +88,40 @@ def test_checks_import_only_model_registry_facts_and_helpers():
             continue
         bad += [(mod, d) for d in sorted(deps) if not _allowed(d, CHECKS_MAY_IMPORT) and (mod, d) not in KNOWN_DEBT]
     assert not bad, "checks/ must judge facts, not import feature packages:\n" + "\n".join(f"{m} -> {d}" for m, d in bad)
+
+
+def _breaking(prefix: str, allow: set[str]) -> list[tuple[str, str]]:
+    return [(mod, d) for mod, deps in _graph().items() if mod == prefix or mod.startswith(prefix + ".")
+            for d in sorted(deps) if not _allowed(d, allow)]
+
+
+def test_facts_import_no_judgement_renderer_or_command():
+    bad = _breaking("ddpdoctor.facts", FACTS_MAY_IMPORT)
+    assert not bad, f"facts/ gathers and types facts; these imports break that: {bad}"
+
+
+def test_renderers_import_only_the_model_facts_and_units():
+    bad = _breaking("ddpdoctor.render", RENDER_MAY_IMPORT)
+    assert not bad, f"render/ turns reports into text; these imports break that: {bad}"
+
+
+def test_every_commands_own_section_has_a_renderer():
+    """render/text.py imports each command's section renderer by name (importlib, which the walker
+    cannot see): every name must be a module with lines(report)."""
+    import importlib
+    from ddpdoctor.render.text import SECTIONS
+    for command, name in SECTIONS.items():
+        assert callable(getattr(importlib.import_module(name), "lines", None)), (command, name)
+
+
+def test_no_command_puts_pre_rendered_text_in_a_report():
+    """Reports carry data; render/ writes the text (issue 9: smoke, network, inspect and cluster did)."""
+    bad = []
+    for path in sorted((PKG / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "text" for k in node.keys):
+                bad.append(f"{path.name}:{node.lineno}")
+    assert not bad, f"a report's extra holds pre-rendered text: {bad}"
 
 
 def test_known_debt_is_still_debt():

@@ -5,7 +5,7 @@ import pytest
 
 from ddpdoctor.checks import inspect as J
 from ddpdoctor.inspect import gather
-from ddpdoctor.inspect.table import where_table
+from ddpdoctor.render.inspect import where_table
 from ddpdoctor.validate import BadInput
 
 

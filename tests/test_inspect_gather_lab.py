@@ -7,7 +7,6 @@ Each lab node's slurmd runs in a pid namespace of its own (SlurmLab(pid_ns=True)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path

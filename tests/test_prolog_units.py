@@ -5,14 +5,15 @@ import types
 
 import pytest
 
-from ddpdoctor import registry
+from ddpdoctor import registry, units
 from ddpdoctor.model import CheckResult, Finding, Severity, Status
 from ddpdoctor.probes import system
 from ddpdoctor.probes.nvml import Gpu, GpuProcess, Snapshot
 from ddpdoctor.slurm import config as cfgmod
 from ddpdoctor.slurm.prolog import judge
-from ddpdoctor.slurm.config import GiB, MiB, ConfigError, SiteConfig, Thresholds
-from ddpdoctor.slurm.facts import PrologFacts, job_gpus
+from ddpdoctor.slurm.config import ConfigError, SiteConfig, Thresholds
+from ddpdoctor.units import GiB, MiB
+from ddpdoctor.facts.node import PrologFacts, job_gpus
 from ddpdoctor.slurm.taskprolog import route_target
 
 
@@ -78,7 +79,7 @@ def test_the_default_config_file_is_optional_but_a_named_one_is_not(tmp_path, mo
     with pytest.raises(ConfigError, match="no such file"):
         cfgmod.load(str(tmp_path / "missing.toml"))
     assert cfgmod.parse_size("unlimited", "x", allow_unlimited=True) is None
-    assert cfgmod.human_size(64 * MiB) == "64 MiB" and cfgmod.human_size(None) == "unlimited"
+    assert units.human_size(64 * MiB) == "64 MiB" and units.human_size(None) == "unlimited"
 
 
 # ----------------------------------------------------------------------------- exit semantics

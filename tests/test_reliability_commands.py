@@ -4,12 +4,12 @@ from __future__ import annotations
 import shlex
 
 from ddpdoctor import registry, runner
-from ddpdoctor.cli.network import env_footer
+from ddpdoctor.render.network import env_footer
 from ddpdoctor.probes.dns import Resolution
 
 
 def test_env_footer_quotes_values_for_the_shell():
-    text = env_footer({"NCCL_SOCKET_IFNAME": "eth0; touch /tmp/pwned", "GLOO_SOCKET_IFNAME": "eth0"})
+    text = "\n".join(env_footer({"NCCL_SOCKET_IFNAME": "eth0; touch /tmp/pwned", "GLOO_SOCKET_IFNAME": "eth0"}))
     line = [l for l in text.splitlines() if "NCCL" in l][0].strip()
     assert shlex.split(line) == ["export", "NCCL_SOCKET_IFNAME=eth0; touch /tmp/pwned"]
     assert "  export GLOO_SOCKET_IFNAME=eth0" in text

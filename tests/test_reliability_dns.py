@@ -9,7 +9,6 @@ from ddpdoctor import registry, runner
 from ddpdoctor.slurm.prolog import judge as prolog_judge
 from ddpdoctor.model import Status
 from ddpdoctor.probes.dns import Resolution
-from ddpdoctor.slurm import cluster as cl
 from ddpdoctor.slurm.config import SiteConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

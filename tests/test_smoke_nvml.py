@@ -15,6 +15,7 @@ import pytest
 
 from ddpdoctor.checks import gpu as G
 from ddpdoctor.facts.smoke import RankRecord
+from ddpdoctor.facts.gpu import visible_gpu
 from ddpdoctor.model import Severity
 from ddpdoctor.probes import nvml as probe
 from ddpdoctor.smoke.plan import SmokeConfig
@@ -100,7 +101,7 @@ def test_probe_without_a_driver_says_why(fake_nvml):
     (None, 1, 1), ("1,0", 0, 1), ("GPU-bbbb", 0, 1), ("0", 1, None), ("", 0, None), ("7", 0, None)])
 def test_visible_gpu_follows_cuda_visible_devices(cvd, local, expect):
     gpus = [{"index": 0, "uuid": U0}, {"index": 1, "uuid": U1}]
-    assert probe.visible_gpu(local, cvd, gpus)["index"] == expect
+    assert visible_gpu(local, cvd, gpus)["index"] == expect
 
 
 # ---------------------------------------------------------------- judgement on plain records

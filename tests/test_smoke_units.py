@@ -11,7 +11,8 @@ from ddpdoctor.model import Severity, Status
 from ddpdoctor.facts import bandwidth as bw
 from ddpdoctor import launch
 from ddpdoctor.smoke import plan
-from ddpdoctor.smoke.plan import KiB, MiB, SmokeConfig
+from ddpdoctor.smoke.plan import SmokeConfig
+from ddpdoctor.units import KiB, MiB
 from ddpdoctor.smoke.progress import Tracker, heartbeat
 from ddpdoctor.smoke.report import build_report
 from ddpdoctor.render import smoke as render_smoke

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ddpdoctor.facts.gpu import STAGES, gpu_info as _gpu_info, job_memory_per_gpu, misplaced, nvml_available, rank_usage  # noqa: F401
+from ddpdoctor.facts.gpu import STAGES, gpu_info as _gpu_info, job_memory_per_gpu, misplaced, nvml_available
 from ddpdoctor.facts.smoke import RankRecord
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check

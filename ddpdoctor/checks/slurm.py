@@ -3,7 +3,7 @@ cluster-wide view `ddpdoctor cluster` gathers from every node of an allocation (
 
 GPU facts come from ddpdoctor/probes/nvml.py (a snapshot of every GPU and its processes); which
 GPUs the job was given from the prolog's environment (SLURM_JOB_GPUS). The cluster checks judge
-the records every node published (ddpdoctor/slurm/cluster.py), so they are tested with plain data.
+the records every node published (ddpdoctor/cluster/node.py) as gathered into ddpdoctor/facts/cluster.py, so they are tested with plain data.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """DD6xx: node limits and resources a distributed job needs before it starts: /dev/shm, locked memory.
 
-The facts come from ddpdoctor/probes/system.py (through ddpdoctor.slurm.facts.PrologFacts); the
+The facts come from ddpdoctor/probes/system.py (through ddpdoctor.facts.node.PrologFacts); the
 thresholds from the site configuration ([thresholds] in /etc/ddpdoctor.toml).
 """
 from __future__ import annotations

@@ -61,7 +61,9 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     Exit 0 when every node reported and every pair connects; 1 otherwise (on the first node).
     """
     from ddpdoctor.cli.common import emit
-    from ddpdoctor.slurm import cluster as cl
+    from ddpdoctor.cluster import launch as cl_launch
+    from ddpdoctor.cluster import node as cl_node
+    from ddpdoctor.facts.cluster import ClusterView
     from ddpdoctor.slurm.prolog import process_age as _process_age
 
     started = time.monotonic() - _process_age()
@@ -70,7 +72,7 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     deadline = validate_seconds(deadline, "--deadline", minimum=2, maximum=3600)
     probe_timeout = validate_seconds(probe_timeout, "--probe-timeout", maximum=60)
     reference = _read_reference(reference_path) if reference_path else None
-    launch = cl.detect_launch(os.environ, store_port=store_n)
+    launch = cl_launch.detect_launch(os.environ, store_port=store_n)
     if port_n is None:
         # under torchrun the agent's store holds MASTER_PORT on the first node: probe the next port
         port_n = (launch.store_port % 65535) + 1 if launch.mode == "torchrun" else _default_port()
@@ -81,9 +83,9 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     if seed is None:
         digits = "".join(ch for ch in launch.run_id if ch in "0123456789")  # "²".isdigit(), yet int("²") fails
         seed = int(digits[:9]) if digits else 0
-    opts = cl.Options(port=port_n, store_port=store_n, deadline=deadline, probe_timeout=probe_timeout,
+    opts = cl_node.Options(port=port_n, store_port=store_n, deadline=deadline, probe_timeout=probe_timeout,
                       max_peers=max_peers, seed=seed, config_path=config_path, strategy=strategy)
-    run = cl.run_node(launch, opts, started=started)
+    run = cl_node.run_node(launch, opts, started=started)
     if launch.index != 0:
         if run.error:
             click.echo(f"ddpdoctor cluster: {launch.node} could not take part: {run.error}", err=True)
@@ -96,40 +98,27 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
     from ddpdoctor import registry, runner
     from ddpdoctor.model import Report
 
-    view = cl.ClusterView(run.gathered, launch.world, names=launch.names, port=port_n,
-                          store=f"{launch.store_host}:{store_n}", elapsed_s=time.monotonic() - started,
-                          reference=reference)
+    view = ClusterView(run.gathered, launch.world, names=launch.names, port=port_n,
+                       store=f"{launch.store_host}:{store_n}", elapsed_s=time.monotonic() - started,
+                       reference=reference)
     checks = registry.select("cluster")
     results = runner.run_checks(checks, view, deadline=10)
     passing, failing = view.label(view.passing()), view.label(view.failing())
     files, file_error = _write_lists(out_dir, passing, failing)
-    text = [view.matrix_text(), ""]
-    if view.pairing:
-        pv = view.pairing
-        text.append(f"pairing: {len(pv['round1'])} pair tests in round 1, {len(pv['round2'])} in round 2; "
-                    f"bad: {view.label(pv['bad']) or 'none'}; slow: {view.label(pv['slow']) or 'none'}"
-                    + (f"; undecided: {view.label(pv['inconclusive'])}" if pv["inconclusive"] else ""))
-    text.append(f"passing nodes: {passing or '(none)'}")
-    text.append(f"failing nodes: {failing or '(none)'}")
-    if files:
-        text.append(f"written: {files[0]}, {files[1]}"
-                    + (f"   (next job: srun --exclude=$(cat {files[1]}) ...)" if failing else ""))
-    if file_error:
-        text.append(f"could not write the node lists: {file_error}")
-    if html_path and launch.index == 0:
-        err = write_heatmap(html_path, view, failing=view.failing())
-        text.append(f"could not write {html_path}: {err}" if err else f"heatmap: {html_path}")
-    slow = sorted(((r.get("timing") or {}).get("total_s", 0), r.get("node", "?")) for r in view.records.values())
-    if slow:
-        text.append(f"per node: median {slow[len(slow) // 2][0]:.2f} s, slowest {slow[-1][1]} {slow[-1][0]:.2f} s")
-    extra = {"text": "\n".join(text), "cluster": {
+    html = None
+    if html_path:
+        html = {"path": html_path, "error": write_heatmap(html_path, view, failing=view.failing())}
+    pv = view.pairing
+    extra = {"cluster": {
+        "files_error": file_error, "html": html, "missing_label": view.label(view.missing),
+        "pairing_labels": {k: view.label(pv.get(k) or []) for k in ("bad", "slow", "inconclusive")} if pv else None,
+        "summary": view.summary(),
         "mode": launch.mode, "nodes": view.names, "port": port_n, "store": view.store,
         "missing": [view.names[i] for i in view.missing], "passing": passing, "failing": failing,
         "files": list(files), "max_peers": max_peers, "seed": seed,
         "fingerprint": view.majority_fingerprint(), "strategy": "pairs" if opts.pairs(launch.world) else "matrix",
         "pairing": view.pairing,
-        "matrix": [[view.cell(i, j) for j in range(view.world)] for i in range(view.world)]
-        if view.world <= cl.MATRIX_MAX else None,
+        "matrix": view.matrix(),
         "timing": {view.names[i]: (view.records[i].get("timing") or {}) for i in sorted(view.records)},
         "incoming_first_node": (view.records.get(0) or {}).get("incoming", [])}}
     report = Report("cluster", view.hostname, tuple(results), time.monotonic() - started, extra=extra)
@@ -155,16 +144,10 @@ def write_heatmap(path: str, view, *, failing) -> str:
         r = p.get("rdzv") or {}
         return f"{r.get('state', '')} {r.get('ms', '')} ms".strip() if r else ""
 
+    from ddpdoctor.cli.common import atomic_write
     page = heatmap_html(view.names, view.cell, title=f"ddpdoctor cluster: {view.world} nodes, port {view.port}",
                         subtitle=f"failing: {view.label(failing) or 'none'}", failing=failing, tooltip=tip)
-    try:
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.replace(tmp, path)
-    except OSError as e:
-        return e.strerror or str(e)
-    return ""
+    return atomic_write(path, page)
 
 
 def _read_reference(path: str) -> dict[str, str]:

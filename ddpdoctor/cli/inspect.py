@@ -58,7 +58,6 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
 
     from ddpdoctor import registry, runner
     from ddpdoctor.inspect import sample
-    from ddpdoctor.inspect.table import where_table
     from ddpdoctor.probes import pyspy
 
     if pyspy.binary() is None:
@@ -92,8 +91,6 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
                                       **({"flightrec": facts.flightrec} if facts.flightrec else {}),
                                       **({"watchdog": facts.watchdog} if facts.watchdog else {})})
     report = dataclasses.replace(report, duration_s=time.monotonic() - t0)
-    if not json_out:
-        report = dataclasses.replace(report, extra={**report.extra, "text": where_table(facts)})
     emit(report, json_out=json_out, verbose=verbose)
 
 

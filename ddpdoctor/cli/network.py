@@ -1,14 +1,11 @@
 """`ddpdoctor network`: rendezvous pre-flight from a worker (or the master), and `--listen` mode."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import shlex
 import signal
 import socket
 import sys
-import time
 
 import click
 
@@ -67,17 +64,7 @@ def network(master, port, listen, expect, timeout, probe_timeout, json_out, sele
     report = runner.run_report("network", ctx.hostname, checks, ctx, deadline=deadline,
                                fail_on_warning=fail_on == "warning",
                                extra={"master": master, "port": port_n})
-    env = report.fix_env()
-    if env and not json_out:
-        report = dataclasses.replace(report, extra={**report.extra, "text": env_footer(env)})
     emit(report, json_out=json_out, verbose=verbose)
-
-
-def env_footer(env) -> str:
-    """Lines to paste: values shell-quoted (an interface may be named `a;b`, which Linux allows)."""
-    lines = ["To apply the environment fixes on this host:"]
-    lines += [f"  export {k}={shlex.quote(v)}" for k, v in env.items()]
-    return "\n".join(lines)
 
 
 def default_master_checked() -> str:

@@ -173,7 +173,7 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
 
     from ddpdoctor import registry, runner
     from ddpdoctor.model import Report
-    from ddpdoctor.slurm.facts import PrologFacts
+    from ddpdoctor.facts.node import PrologFacts
 
     ctx = PrologFacts(config=cfg)
     checks = registry.select("prolog", select=(*cfg.select, *select), ignore=(*cfg.ignore, *ignore))

@@ -44,24 +44,15 @@ class Step:
 
 def detect_step(env: Mapping[str, str], *, port: int, hostname: str | None = None) -> Step:
     """Where this task sits, from srun's variables (SLURM_STEP_NODELIST is set for a step only)."""
-    from ddpdoctor.slurm import hostlist
+    from ddpdoctor.launch import srun_step
 
-    if not env.get("SLURM_STEP_NODELIST"):
+    st = srun_step(env, hostname)
+    if st is None:
         hint = (" (this is the batch script: run it through srun)" if env.get("SLURM_JOB_NODELIST") else "")
         raise BadInput("--gather runs once per node under srun: `srun --jobid <id> --overlap -N <n> "
                        f"--ntasks-per-node 1 ddpdoctor inspect --gather`{hint}")
-    names = tuple(hostlist.expand(env["SLURM_STEP_NODELIST"]))
-    node = env.get("SLURMD_NODENAME") or hostname or socket.gethostname()
-    if node in names:
-        index = names.index(node)
-    else:
-        try:
-            index = int(env.get("SLURM_NODEID", ""))
-        except ValueError:
-            raise BadInput(f"this node ({node}) is not in the step's node list {env['SLURM_STEP_NODELIST']}") from None
-    run = f"{env.get('SLURM_JOB_ID', '0')}.{env.get('SLURM_STEP_ID', '0')}"
-    return Step(index, len(names), node, names, names[0], port, run,
-                representative=env.get("SLURM_LOCALID", "0") in ("", "0"))
+    return Step(st.index, len(st.names), st.node, st.names, st.names[0], port, st.run_id,
+                representative=st.representative)
 
 
 class GatherError(Exception):

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any, Sequence
+from typing import Any
 
-from ddpdoctor.facts.gpu import visible_gpu  # noqa: F401  (a pure mapping, in facts/; re-exported for callers)
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # "nvml": module, or "error": why NVML is unusable in this process

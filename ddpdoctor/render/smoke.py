@@ -91,6 +91,8 @@ def hung_ranks(verdict: Mapping[str, Any], held: list[int] | None) -> list[str]:
 def lines(report: Report) -> list[str]:
     """The smoke sections of the text report, in order."""
     x = report.extra
+    if "world_size" not in x:
+        return []  # the run never got as far as a world (bad input, a launcher error)
     world_size = x.get("world_size") or 0
     ranks = [RankRecord.from_dict(d) for d in x.get("ranks") or []]
     out = [f"{world_size} rank(s), backend {x.get('backend') or 'not agreed yet'}, launcher {x.get('launcher')}"]

@@ -84,14 +84,20 @@ def fix_lines(fix: Fix, indent: str, fill: Callable[[str], str] = lambda c: c) -
     return out
 
 
+# The command-specific section of each command's text report: a renderer of its own, reading the
+# report's `extra` (reports carry data, never pre-rendered text).
+SECTIONS = {"smoke": "ddpdoctor.render.smoke", "cluster": "ddpdoctor.render.cluster",
+            "inspect": "ddpdoctor.render.inspect", "network": "ddpdoctor.render.network"}
+
+
 def extra_lines(report: Report) -> list[str]:
-    """Command-specific text sections: a renderer of the command's own (render/smoke.py) or, for the
-    commands that have none yet, what the command put in `extra["text"]`, already formatted."""
-    if report.command == "smoke" and "world_size" in report.extra:
-        from ddpdoctor.render import smoke
-        return ["", *smoke.lines(report)]
-    text = report.extra.get("text")
-    return ["", *text.splitlines()] if text else []
+    """The command's own section (render/<command>.py), after a blank line; nothing when it has none."""
+    name = SECTIONS.get(report.command)
+    if name is None or not report.extra:
+        return []
+    import importlib
+    out = importlib.import_module(name).lines(report)
+    return ["", *out] if out else []
 
 
 def footer(report: Report, p: _Painter | None = None) -> str:

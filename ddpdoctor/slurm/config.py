@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ddpdoctor import units
-from ddpdoctor.units import GiB, KiB, MiB, TiB, human_size  # noqa: F401  (re-exported for callers)
+from ddpdoctor.units import GiB
 from ddpdoctor.validate import BadInput
 
 DEFAULT_PATH = "/etc/ddpdoctor.toml"

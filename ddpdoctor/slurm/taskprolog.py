@@ -37,7 +37,7 @@ def task_lines(env: Mapping[str, str], *, variables: tuple[str, ...] = TASK_VARI
     """The `export` / `print` lines for one task; [] when there is nothing to set."""
     from ddpdoctor.checks.nic import recommended_env
     from ddpdoctor.facts.network import NetworkFacts
-    from ddpdoctor.slurm.facts import RENDEZVOUS_PORT, job_nodes
+    from ddpdoctor.facts.node import RENDEZVOUS_PORT, job_nodes
 
     wanted = [v for v in variables if v not in env]  # a value the user set (even empty) always wins
     if not wanted:

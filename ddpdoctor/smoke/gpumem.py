@@ -10,7 +10,8 @@ from ddpdoctor.smoke import plan as P
 
 def first_snapshot(local_rank: int) -> tuple[dict[str, Any], str | None]:
     """Before anything can touch CUDA (is_available() creates no context) -> (the record's "gpu", driver)."""
-    from ddpdoctor.probes.nvml import snapshot, visible_gpu
+    from ddpdoctor.facts.gpu import visible_gpu
+    from ddpdoctor.probes.nvml import snapshot
     snap = snapshot()
     gpus = snap.to_dict()["gpus"]
     gpu = {"nvml": {"available": snap.available, "error": snap.error, "driver": snap.driver},

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from ddpdoctor import units
-from ddpdoctor.units import GiB, KiB, MiB, fmt_bytes  # noqa: F401  (re-exported for callers)
+from ddpdoctor.units import KiB, MiB, fmt_bytes
 
 DEFAULT_MAX_SIZE = 64 * MiB
 DEFAULT_TIMEOUT = 30.0

@@ -1,16 +1,28 @@
-"""The per-rank "where" table printed above the verdict: facts only, no judgement."""
+"""`inspect`'s per-rank "where" table, printed above the verdict: the sampled facts in
+(`extra`: job, ranks, interval_s, nodes), text out; no judgement."""
 from __future__ import annotations
+
+from ddpdoctor.model import Report
 
 
 def where_table(facts) -> str:
-    lines = [f"job {facts.job} on {facts.host}: {len(facts.ranks)} rank(s), samples {facts.interval:.1f} s apart"]
-    nodes = getattr(facts, "nodes", None) or []
+    """The table from the facts inspect gathered (ddpdoctor/inspect/sample.py)."""
+    return "\n".join(_table(facts.job, facts.host, facts.ranks, facts.interval, getattr(facts, "nodes", None) or []))
+
+
+def lines(report: Report) -> list[str]:
+    x = report.extra
+    return _table(x.get("job"), report.host, x.get("ranks") or [], x.get("interval_s") or 0.0, x.get("nodes") or [])
+
+
+def _table(job, host: str, ranks, interval: float, nodes) -> list[str]:
+    lines = [f"job {job} on {host}: {len(ranks)} rank(s), samples {interval:.1f} s apart"]
     for n in nodes:  # --gather: one line per node that has nothing to show in the rank lines
         if not n.get("reported"):
             lines.append(f"  {n['node']}: did not report")
         elif n.get("error"):
             lines.append(f"  {n['node']}: {n['error']}")
-    for r in sorted(facts.ranks, key=lambda r: r["rank"]):
+    for r in sorted(ranks, key=lambda r: r["rank"]):
         s = r["samples"][-1]
         if not s.get("ok"):
             where = f"? ({s.get('error') or 'no stack'})"
@@ -22,4 +34,4 @@ def where_table(facts) -> str:
         cpu = "" if r.get("main_thread_cpu") is None else f" cpu {r['main_thread_cpu']:.0%}"
         at = f" {r.get('node') or r.get('host')}" if nodes else ""
         lines.append(f"  rank {r['rank']:>3}{at} pid {r['pid']:>7} [{r['state']}] {moved:6}{cpu:9} {where}")
-    return "\n".join(lines)
+    return lines

@@ -1,4 +1,4 @@
-"""The facts `ddpdoctor prolog` (and each node of `ddpdoctor cluster`) judges.
+"""The node facts `ddpdoctor prolog` (and each node of `ddpdoctor cluster`) judges.
 
 A NetworkFacts aimed at the job's first node (the usual rendezvous host: `MASTER_ADDR=$(scontrol
 show hostnames | head -1)`), plus node facts: /dev/shm, RLIMIT_MEMLOCK, RDMA devices, NVML GPUs, and
@@ -24,7 +24,7 @@ def job_nodes(env: Mapping[str, str]) -> list[str]:
     expr = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
     if not expr.strip():
         return []
-    from ddpdoctor.slurm import hostlist
+    from ddpdoctor import hostlist
     from ddpdoctor.validate import BadInput
     try:
         return hostlist.expand(expr)

@@ -1,0 +1,137 @@
+"""Which peers a node probes, and the probes themselves: resolve the peer's name as a job would,
+connect to its rendezvous port (the handshake names the host that answers) and its ephemeral port,
+then, in the pairing rounds, move 1 MiB each way through the peer's listener."""
+from __future__ import annotations
+
+import random
+import socket
+import threading
+import time
+from typing import Any, Mapping, Sequence
+
+from ddpdoctor.facts.cluster import OK, cell
+from ddpdoctor.peerprobe.protocol import hello as hello_probe
+from ddpdoctor.probes import dns, sockets
+
+
+def peer_set(i: int, n: int, max_peers: int, seed: int = 0) -> list[int]:
+    """The nodes node i probes: all others when few; else ring neighbours, node 0 and a random sample.
+
+    Every node is probed by its ring neighbours and node 0 by everyone (it is the rendezvous host),
+    so a dead or cut-off node is always seen, and each node's work is bounded by `max_peers`.
+    """
+    others = [j for j in range(n) if j != i]
+    if len(others) <= max_peers:
+        return others
+    chosen: list[int] = []
+
+    def add(j: int) -> None:
+        if j != i and j not in chosen and len(chosen) < max_peers:
+            chosen.append(j)
+
+    add(0)
+    reach = max(1, max_peers // 4)
+    for d in range(1, reach + 1):
+        add((i + d) % n)
+        add((i - d) % n)
+    rng = random.Random(seed * 1_000_003 + i)
+    pool = [j for j in others if j not in chosen]
+    rng.shuffle(pool)
+    for j in pool:
+        add(j)
+    return sorted(chosen)
+
+
+
+def ProbeListener(port: int, me: str, *, port_range: tuple[int, int] | None = None):
+    """The handshake server of `network --listen`, kept running in the background for as long as
+    peers may probe; a port already taken is recorded in `port_error` instead of failing."""
+    from ddpdoctor.peerprobe.server import ProbeServer
+
+    return ProbeServer(port, me, port_range=port_range, require_port=False)
+
+
+# ----------------------------------------------------------------------------- probes
+
+def probe_peer(name: str, *, port: int, eport: int | None, expect: Sequence[str], me: str,
+               timeout: float) -> dict[str, Any]:
+    """Resolve `name` as a job would and connect to its rendezvous and ephemeral ports.
+
+    `expect` holds the names the peer answers to (its node name and hostname): a handshake answered
+    by another host means the name resolves to the wrong machine.
+    """
+    r = dns.resolve(name, timeout=timeout)
+    out: dict[str, Any] = {"name": name, "addrs": list(r.addrs), "resolve_error": r.error,
+                           "resolve_ms": round(r.duration_s * 1000, 1), "resolve_timed_out": r.timed_out}
+    addr = (r.ipv4 or r.addrs or (None,))[0]
+    if r.ipv4 and len(r.ipv4) != len(r.addrs):
+        # A and AAAA: probe the address torch's c10d would try first (see dns.c10d_order, DD210)
+        addr = (dns.c10d_order(name, timeout=timeout).addrs or (addr,))[0]
+    out["addr"] = addr
+    if addr is None:
+        return out
+    t = sockets.tcp_probe(addr, port, timeout=timeout)
+    rdzv: dict[str, Any] = {"state": t.state, "ms": round(t.latency_s * 1000, 1), "error": t.error}
+    if t.state == sockets.OPEN:
+        h = hello_probe(addr, port, me, timeout=timeout)
+        rdzv["ddpdoctor"] = h.is_ddpdoctor
+        rdzv["answered_by"] = h.peer_host if h.is_ddpdoctor else ""
+        if h.is_ddpdoctor and expect and h.peer_host not in expect and h.peer_host != "?":
+            rdzv["state"] = "wrong-host"
+    out["rdzv"] = rdzv
+    if eport:
+        from ddpdoctor.peerprobe.protocol import ephemeral
+        e = ephemeral(addr, eport, me, timeout=timeout)
+        out["eph"] = {"state": e.state, "ms": round(e.latency_s * 1000, 1), "error": e.error, "port": eport}
+    return out
+
+
+def probe_all(targets: Mapping[int, dict[str, Any]], *, port: int, me: str, timeout: float) -> dict[int, dict[str, Any]]:
+    """Probe every target at once (a thread each, bounded by the probe timeout)."""
+    results: dict[int, dict[str, Any]] = {}
+    lock = threading.Lock()
+
+    def one(j: int, info: dict[str, Any]) -> None:
+        try:
+            res = probe_peer(info["name"], port=port, eport=info.get("eport"), expect=info.get("expect", ()),
+                             me=me, timeout=timeout)
+        except Exception as e:  # noqa: BLE001 - a probe bug must not lose the others
+            res = {"name": info["name"], "error": f"{type(e).__name__}: {e}"}
+        if not info.get("hello"):
+            res["no_hello"] = True
+        with lock:
+            results[j] = res
+
+    threads = [threading.Thread(target=one, args=(j, info), daemon=True) for j, info in targets.items()]
+    for t in threads:
+        t.start()
+    end = time.monotonic() + 4 * timeout + 1.0  # resolve + connect + handshake + ephemeral, each bounded
+    for t in threads:
+        t.join(max(0.0, end - time.monotonic()))
+    with lock:
+        return dict(results)
+
+
+def pair_tests(probes: Mapping[int, dict], *, port: int, probe_timeout: float) -> dict[str, dict]:
+    """This node's side of each pair test: both ports answered, then 1 MiB each way through the
+    peer's listener (probes/pathmtu.bulk) within the probe timeout: ok and seconds, per peer."""
+    from ddpdoctor.probes import pathmtu
+    out: dict[str, dict] = {}
+    lock = threading.Lock()
+
+    def one(j: int, p: dict) -> None:
+        res = {"ok": False, "seconds": 0.0, "cell": cell(p)}
+        if res["cell"] == OK and p.get("addr"):
+            b = pathmtu.bulk(p["addr"], port, socket.gethostname(), deadline_s=probe_timeout,
+                             connect_timeout=probe_timeout)
+            res.update(ok=b.complete, seconds=round(b.up_s + b.down_s, 4),
+                       bulk={"sent_ok": b.sent_ok, "back_ok": b.back_ok, "error": b.error})
+        with lock:
+            out[str(j)] = res
+
+    threads = [threading.Thread(target=one, args=(j, p), daemon=True) for j, p in probes.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(3 * probe_timeout + 2)
+    return out

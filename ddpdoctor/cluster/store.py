@@ -1,0 +1,72 @@
+"""The c10d TCPStore every node of a `cluster` run publishes in, polled without blocking."""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import time
+from typing import Any, Sequence
+
+KEY_PREFIX = "ddpdoctor/cluster"
+
+
+
+class StoreError(Exception):
+    pass
+
+
+def connect_store(launch, timeout: float):
+    """The c10d TCPStore every node publishes in (torch imported here, and only here)."""
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # no C++ warnings for our polling
+    from torch.distributed import PrefixStore, TCPStore
+
+    td = datetime.timedelta(seconds=max(1.0, timeout))
+    try:
+        if launch.host_store:
+            store = TCPStore(launch.store_host, launch.store_port, None, True, timeout=td, wait_for_workers=False)
+        else:
+            store = TCPStore(launch.store_host, launch.store_port, None, False, timeout=td)
+    except Exception as e:  # noqa: BLE001 - torch raises RuntimeError / DistNetworkError / DistStoreError
+        what = "host" if launch.host_store else "reach"
+        raise StoreError(f"could not {what} the store at {launch.store_host}:{launch.store_port}: "
+                         f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    return PrefixStore(f"{KEY_PREFIX}/{launch.run_id}/", store)
+
+
+def has(store, key: str) -> bool:
+    return bool(store.check([key]))
+
+
+def get_json(store, key: str) -> Any:
+    return json.loads(store.get(key).decode())
+
+
+def wait_keys(store, keys: Sequence[str], until: float, poll: float = 0.05) -> set[str]:
+    """The keys present by `until` (monotonic), polled without blocking (no C++ timeout warnings)."""
+    have: set[str] = set()
+    while True:
+        for k in keys:
+            if k not in have and has(store, k):
+                have.add(k)
+        if len(have) == len(keys) or time.monotonic() >= until:
+            return have
+        time.sleep(poll)
+
+
+def gather(store, world: int, until: float) -> dict[int, dict]:
+    """Every node's record by index, waiting until `until`; missing nodes are absent."""
+    while time.monotonic() < until:
+        try:
+            if int(store.add("results", 0)) >= world:
+                break
+        except Exception:  # noqa: BLE001
+            break
+        time.sleep(0.05)
+    out: dict[int, dict] = {}
+    for j in range(world):
+        key = f"result/{j}"
+        if has(store, key):
+            out[j] = get_json(store, key)
+        elif has(store, f"hello/{j}"):
+            out[j] = {**get_json(store, f"hello/{j}"), "unfinished": True}
+    return out
