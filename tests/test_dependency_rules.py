@@ -21,7 +21,7 @@ CHECKS_MAY_IMPORT = {
 FACTS_MAY_IMPORT = {
     "ddpdoctor", "ddpdoctor.model", "ddpdoctor.facts", "ddpdoctor.probes", "ddpdoctor.peerprobe.protocol",
     "ddpdoctor.memo", "ddpdoctor.units", "ddpdoctor.hostlist", "ddpdoctor.validate", "ddpdoctor.ifname",
-    "ddpdoctor.knownvars", "ddpdoctor.launch", "ddpdoctor.slurm.config",
+    "ddpdoctor.knownvars", "ddpdoctor.launch", "ddpdoctor.siteconfig",
 }
 # What render/ may import: reports in, text out (facts only for their plain-data helpers).
 RENDER_MAY_IMPORT = {"ddpdoctor.model", "ddpdoctor.facts", "ddpdoctor.units", "ddpdoctor.render", "ddpdoctor.streams"}
@@ -145,7 +145,7 @@ def test_the_torch_worker_imports_no_check():
 def test_rules_catch_a_violation():
     """The walker sees every import form the rules rely on (else the rule tests could pass vacuously)."""
     src = ("from ddpdoctor.smoke import plan\nimport ddpdoctor.cli\nfrom . import gpu\n"
-           "def f():\n    from ..slurm.config import ConfigError\n")
+           "def f():\n    from ..siteconfig import ConfigError\n")
     deps = _imports(PKG / "checks" / "x.py", src)
-    assert deps == {"ddpdoctor.smoke.plan", "ddpdoctor.cli", "ddpdoctor.checks.gpu", "ddpdoctor.slurm.config"}
+    assert deps == {"ddpdoctor.smoke.plan", "ddpdoctor.cli", "ddpdoctor.checks.gpu", "ddpdoctor.siteconfig"}
     assert [d for d in deps if not _allowed(d, CHECKS_MAY_IMPORT)] != []

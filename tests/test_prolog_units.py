@@ -9,9 +9,9 @@ from ddpdoctor import registry, units
 from ddpdoctor.model import CheckResult, Finding, Severity, Status
 from ddpdoctor.probes import system
 from ddpdoctor.probes.nvml import Gpu, GpuProcess, Snapshot
-from ddpdoctor.slurm import config as cfgmod
+from ddpdoctor import siteconfig as cfgmod
 from ddpdoctor.slurm.prolog import judge
-from ddpdoctor.slurm.config import ConfigError, SiteConfig, Thresholds
+from ddpdoctor.siteconfig import ConfigError, SiteConfig, Thresholds
 from ddpdoctor.units import GiB, MiB
 from ddpdoctor.facts.node import PrologFacts, job_gpus
 from ddpdoctor.slurm.taskprolog import route_target

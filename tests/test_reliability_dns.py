@@ -9,7 +9,7 @@ from ddpdoctor import registry, runner
 from ddpdoctor.slurm.prolog import judge as prolog_judge
 from ddpdoctor.model import Status
 from ddpdoctor.probes.dns import Resolution
-from ddpdoctor.slurm.config import SiteConfig
+from ddpdoctor.siteconfig import SiteConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_cluster_view import judge as cluster_judge, probe, record, view  # noqa: E402

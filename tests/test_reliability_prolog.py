@@ -43,7 +43,7 @@ def test_a_config_path_that_blocks_does_not_hang_the_prolog(tmp_path, task):
 def test_a_config_read_that_hangs_is_cut_by_the_deadline(task):
     # a hung NFS mount blocks even a non-blocking open: only the watchdog helps (simulated: load() never returns)
     args = ["prolog", "--task"] if task else ["prolog", "--deadline", "2"]
-    code = ("import time, ddpdoctor.slurm.config as c\n"
+    code = ("import time, ddpdoctor.siteconfig as c\n"
             "c.load = lambda path=None: time.sleep(120)\n"
             "from ddpdoctor.cli import main\n"
             f"main({args!r})\n")

@@ -117,7 +117,7 @@ def prolog(task, config_path, deadline, drain, strict, report_file, select, igno
 def _task(config_path: str | None) -> int:
     """Print only `export`/`print` lines; whatever happens, exit 0 (a failing TaskProlog fails the task)."""
     try:
-        from ddpdoctor.slurm.config import load
+        from ddpdoctor.siteconfig import load
         from ddpdoctor.slurm.taskprolog import arm_task_lines, task_lines
         cfg = load(config_path)
         lines = []
@@ -145,7 +145,7 @@ def _task_error(e: BaseException) -> None:
 
 def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[str], ignore: Sequence[str],
             json_out: bool, verbose: bool, dog: Watchdog) -> int:
-    from ddpdoctor.slurm.config import ConfigError, load
+    from ddpdoctor.siteconfig import ConfigError, load
     from ddpdoctor.validate import validate_seconds
 
     try:

@@ -54,7 +54,7 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
     listener = ProbeListener(opts.port, host)
     t_listen = time.monotonic()
     try:
-        from ddpdoctor.slurm.config import load
+        from ddpdoctor.siteconfig import load
         from ddpdoctor.facts.node import PrologFacts
         cfg = load(opts.config_path)
         store = connect_store(launch, hello_until - time.monotonic())

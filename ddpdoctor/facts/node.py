@@ -14,7 +14,7 @@ from typing import Mapping
 from ddpdoctor.memo import lazy
 from ddpdoctor.facts.network import NetworkFacts
 from ddpdoctor.probes import system
-from ddpdoctor.slurm.config import SiteConfig, Thresholds
+from ddpdoctor.siteconfig import SiteConfig, Thresholds
 
 RENDEZVOUS_PORT = 29400  # only named in messages: the prolog never connects anywhere
 

@@ -11,7 +11,8 @@ Nothing here imports torch.
 """
 from ddpdoctor.flightrec.divergence import analyze
 from ddpdoctor.flightrec.dumps import load_dir, load_file
-from ddpdoctor.flightrec.model import BadDump, Divergence, Entry, OpVariant, PGVerdict, RankDump
+from ddpdoctor.flightrec.entries import Entry
+from ddpdoctor.flightrec.model import BadDump, Divergence, OpVariant, PGVerdict, RankDump
 
 __all__ = ["analyze", "load_dir", "load_file", "BadDump", "Divergence", "Entry", "OpVariant", "PGVerdict",
            "RankDump"]

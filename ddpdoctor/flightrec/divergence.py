@@ -10,7 +10,7 @@ buffer still covers are compared.
 """
 from __future__ import annotations
 
-from ddpdoctor.flightrec.dumps import entry
+from ddpdoctor.flightrec.entries import entry
 from ddpdoctor.flightrec.model import Divergence, OpVariant, PGVerdict, RankDump
 
 

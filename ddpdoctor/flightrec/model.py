@@ -6,36 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import NamedTuple
+
+from ddpdoctor.flightrec.entries import entry, index
 
 
 class BadDump(ValueError):
     """A dump (or a directory of dumps) that cannot be read: one line, meant for the user."""
-
-
-class Entry(NamedTuple):
-    """One collective (or p2p op) as one rank recorded it (a NamedTuple: 128k of them load in a blink).
-
-    `seq` is the collective sequence id within its process group (`collective_seq_id`, or `p2p_seq_id` when
-    `is_p2p`); `op` the profiling name without its backend prefix ("all_reduce"); `state` is what the dump
-    says ("scheduled" / "started" / "completed") and is NOT trusted for Gloo, which never updates it.
-    """
-    pg: str                       # process-group id as a string ("0")
-    pg_desc: str                  # "default_pg", or "" when unknown
-    seq: int
-    op: str
-    is_p2p: bool
-    input_sizes: tuple            # tuple of shapes, each a tuple of ints
-    output_sizes: tuple
-    dtypes: tuple                 # input dtypes ("Float", ...)
-    state: str
-    record_id: int = -1
-    frames: tuple = ()            # torch's frame dicts {"filename", "line", "name"}, innermost first
-
-    def frame_lines(self) -> list:
-        """The recorded Python stack as "file:line name" strings."""
-        return [f"{f.get('filename', '?')}:{f.get('line', '?')} {f.get('name', '?')}"
-                for f in self.frames if isinstance(f, dict)]
 
 
 @dataclass(frozen=True)
@@ -54,14 +30,12 @@ class RankDump:
     @cached_property
     def entries(self) -> tuple:
         """tuple[Entry], in record order (entries that are not well-formed are left out)."""
-        from ddpdoctor.flightrec.dumps import entry
         names: dict = {}
         return tuple(x for x in (entry(e, names) for e in self.raw_entries) if x is not None)
 
     @cached_property
     def collectives(self) -> dict:
         """pg id (str) -> collective seq id -> torch's entry dict; p2p ops left out (they number apart)."""
-        from ddpdoctor.flightrec.dumps import index
         return index(self.raw_entries)
 
     @property

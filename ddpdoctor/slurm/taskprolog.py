@@ -19,7 +19,7 @@ import re
 import socket
 from typing import Mapping
 
-from ddpdoctor.slurm.config import TASK_VARIABLES
+from ddpdoctor.siteconfig import TASK_VARIABLES
 
 _SAFE_VALUE = re.compile(r"^=?[A-Za-z0-9_.:@-]{1,64}$")  # interface names, NCCL's exact-match `=`
 
