@@ -48,8 +48,8 @@ def fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def fmt_ranks(ranks: Iterable[int]) -> str:
-    """[0, 1, 2, 5] -> '0-2, 5'."""
+def fmt_ranks(ranks: Iterable[int], sep: str = ", ") -> str:
+    """[0, 1, 2, 5] -> '0-2, 5' (sep="," gives the compact '0-2,5' the flight-recorder verdicts use)."""
     rs = sorted(set(ranks))
     parts, i = [], 0
     while i < len(rs):
@@ -58,4 +58,4 @@ def fmt_ranks(ranks: Iterable[int]) -> str:
             j += 1
         parts.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
         i = j + 1
-    return ", ".join(parts)
+    return sep.join(parts)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ddpdoctor.flightrec.entries import entry
 from ddpdoctor.flightrec.model import Divergence, OpVariant, PGVerdict, RankDump
+from ddpdoctor.units import fmt_ranks
 
 
 def _expected(dumps: list[RankDump]) -> tuple:
@@ -133,15 +134,7 @@ def _member(d: RankDump, pg: str, desc: str) -> bool:
 
 def _rl(ranks) -> str:
     """Ranks as ranges: 0-3,5."""
-    ranks = sorted(ranks)
-    out, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ",".join(out)
+    return fmt_ranks(ranks, sep=",")
 
 
 def _sz(sizes) -> str:
