@@ -98,3 +98,20 @@ def test_pairing_strategy_names_the_bad_node_in_two_rounds(make_slurm):
     assert pv["bad"] == [2] and pv["rounds"] == 2 and pv["inconclusive"] == [], pv
     assert len(pv["round1"]) == 3 and len(pv["round2"]) == 2  # node3 and its round-1 partner, re-paired
     assert lists["failing_nodes"] == "node3"
+
+
+def test_pair_allreduce_names_a_node_whose_own_hostname_points_gloo_at_a_decoy(make_slurm):
+    """node3 resolves its own name to a decoy NIC nobody can reach (every other node resolves it
+    right), so every probe *to* node3 passes; Gloo on node3 advertises the decoy and the job's
+    first collective fails (the real torchrun job: tests/test_lab_network.py, decoy case). Only
+    the pair's all-reduce sees it: node3 is the bad node of the pairing rounds."""
+    from netlab import hostname_on_low_decoy
+    lab, slurm = make_slurm(4)
+    hostname_on_low_decoy(lab, "node3")
+    r, rep, lists, took = cluster(slurm, 4, "--strategy", "pairs", deadline=30)
+    pv = rep["cluster"]["pairing"]
+    assert pv["bad"] == [2], pv
+    failed = [t for t in pv["round1"] + pv["round2"] if not t[2]]
+    assert failed and all(2 in t[:2] for t in failed), pv
+    assert all(t[4].startswith("all-reduce:") for t in failed), failed  # the probes and transfer passed
+    assert "node3" in lists["failing_nodes"]

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from ddpdoctor.cluster.launch import Launch
 from ddpdoctor.cluster.node_facts import addr_mtus, key_env, local_addrs, settings, versions
 from ddpdoctor.cluster.peers import ProbeListener, pair_tests, peer_set, probe_all
-from ddpdoctor.cluster.store import StoreError, connect_store, gather, get_json, wait_keys
+from ddpdoctor.cluster.store import KEY_PREFIX, StoreError, connect_store, gather, get_json, wait_keys
 from ddpdoctor.cluster.store import has as store_has
 
 
@@ -97,7 +97,9 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
         lt.start()
         t_probe = time.monotonic()
         probes = probe_all(targets, port=opts.port, me=host, timeout=opts.probe_timeout)
-        pair1 = pair_tests(probes, port=opts.port, probe_timeout=opts.probe_timeout) if use_pairs else {}
+        pair1 = pair_tests(probes, port=opts.port, probe_timeout=opts.probe_timeout,
+                           allreduce=(launch.store_host, launch.store_port, f"{KEY_PREFIX}/{launch.run_id}/round1",
+                                      launch.index)) if use_pairs else {}
         t_probed = time.monotonic()
         lt.join(max(0.0, end - time.monotonic() - 1))
         record = {**hello,
@@ -158,8 +160,24 @@ def _pair_result(recs: Mapping[int, dict], a: int, b: int, key: str):
     sa = ((recs.get(a) or {}).get(key) or {}).get(str(b))
     sb = ((recs.get(b) or {}).get(key) or {}).get(str(a))
     ok = bool(sa and sb and sa["ok"] and sb["ok"])
-    return PairTest(a, b, ok, max(sa["seconds"], sb["seconds"]) if ok else 0.0,
-                    "" if ok else f"{(sa or {}).get('cell', '?')}/{(sb or {}).get('cell', '?')}")
+    return PairTest(a, b, ok, max(sa["seconds"], sb["seconds"]) if ok else 0.0, "" if ok else _why(sa, sb))
+
+
+def _why(sa: dict | None, sb: dict | None) -> str:
+    """What failed in a pair test, in the order the test runs: the probes (cells), the 1 MiB
+    transfer, the Gloo all-reduce."""
+    cells = f"{(sa or {}).get('cell', '?')}/{(sb or {}).get('cell', '?')}"
+    if cells != "ok/ok":
+        return cells
+    for side in (sa, sb):
+        bulk = (side or {}).get("bulk") or {}
+        if bulk and not bulk.get("complete"):
+            return f"transfer: {bulk.get('error') or 'incomplete'}"
+    for side in (sa, sb):
+        ar = (side or {}).get("allreduce") or {}
+        if ar and not ar.get("ok"):
+            return f"all-reduce: {ar.get('error') or 'failed'}"
+    return cells
 
 
 def pairing_rounds(store, launch: Launch, opts: Options, record: dict, *, targets_of, host: str,
@@ -185,7 +203,9 @@ def pairing_rounds(store, launch: Launch, opts: Options, record: dict, *, target
     involved = sorted({x for pair in r2 for x in pair})
     if mine:
         probes2 = probe_all(targets_of(mine), port=opts.port, me=host, timeout=opts.probe_timeout)
-        rec2 = {"probes2": {str(j): p for j, p in probes2.items()}, "pairs2": pair_tests(probes2, port=opts.port, probe_timeout=opts.probe_timeout)}
+        rec2 = {"probes2": {str(j): p for j, p in probes2.items()}, "pairs2": pair_tests(probes2, port=opts.port, probe_timeout=opts.probe_timeout,
+                                       allreduce=(launch.store_host, launch.store_port,
+                                                  f"{KEY_PREFIX}/{launch.run_id}/round2", me))}
         store.set(f"result2/{me}", json.dumps(rec2))
         if me == 0:
             record.update(rec2)

@@ -2,7 +2,7 @@
 
 The strategy large operators use instead of an N x N matrix (N(N-1) probes, unreadable past ~64
 nodes): round 1 splits the nodes into disjoint pairs (a triple when N is odd) and tests each pair
-once (a short probe plus a transfer); every node of a failed pair, and of a pair much slower than
+once (a short probe, a 1 MiB transfer, a 2-rank Gloo all-reduce); every node of a failed pair, and of a pair much slower than
 the median, is a *suspect*. Round 2 pairs each suspect with a node that passed round 1 (spread
 over the good nodes so none carries more than ceil(suspects / good)) and tests again: a suspect that
 fails with a known-good partner is bad, one that passes is cleared (its round-1 partner was the
@@ -28,7 +28,7 @@ class PairTest:
     a: int
     b: int
     ok: bool
-    seconds: float = 0.0   # the transfer's time; 0 when it failed
+    seconds: float = 0.0   # the transfer's and the all-reduce's time; 0 when it failed
     detail: str = ""
 
 

@@ -112,9 +112,12 @@ def probe_all(targets: Mapping[int, dict[str, Any]], *, port: int, me: str, time
         return dict(results)
 
 
-def pair_tests(probes: Mapping[int, dict], *, port: int, probe_timeout: float) -> dict[str, dict]:
+def pair_tests(probes: Mapping[int, dict], *, port: int, probe_timeout: float,
+               allreduce: tuple[str, int, str, int] | None = None) -> dict[str, dict]:
     """This node's side of each pair test: both ports answered, then 1 MiB each way through the
-    peer's listener (probes/pathmtu.bulk) within the probe timeout: ok and seconds, per peer."""
+    peer's listener (probes/pathmtu.bulk) within the probe timeout, then (with `allreduce` =
+    (store host, store port, round tag, this node's index)) a 2-rank Gloo all-reduce of 1 MiB
+    (cluster/allreduce.py): ok and seconds, per peer."""
     from ddpdoctor.probes import pathmtu
     out: dict[str, dict] = {}
     lock = threading.Lock()
@@ -125,7 +128,15 @@ def pair_tests(probes: Mapping[int, dict], *, port: int, probe_timeout: float) -
             b = pathmtu.bulk(p["addr"], port, socket.gethostname(), deadline_s=probe_timeout,
                              connect_timeout=probe_timeout)
             res.update(ok=b.complete, seconds=round(b.up_s + b.down_s, 4),
-                       bulk={"sent_ok": b.sent_ok, "back_ok": b.back_ok, "error": b.error})
+                       bulk={"sent_ok": b.sent_ok, "back_ok": b.back_ok, "error": b.error, "complete": b.complete})
+        if allreduce is not None and res["cell"] == OK:
+            # both ends join whatever the transfer showed: the peer cannot know our result, and a
+            # group it waits for alone would only cost it the timeout
+            from ddpdoctor.cluster.allreduce import pair_allreduce, pair_prefix
+            host, sport, tag, me = allreduce
+            a = pair_allreduce(host, sport, pair_prefix(tag, me, j), 0 if me < j else 1, probe_timeout)
+            res["allreduce"] = a
+            res.update(ok=res["ok"] and a["ok"], seconds=round(res["seconds"] + a["seconds"], 4))
         with lock:
             out[str(j)] = res
 
@@ -133,5 +144,6 @@ def pair_tests(probes: Mapping[int, dict], *, port: int, probe_timeout: float) -
     for t in threads:
         t.start()
     for t in threads:
-        t.join(3 * probe_timeout + 2)
-    return out
+        t.join(5 * probe_timeout + 3)  # transfer (bulk) + all-reduce (2 x timeout), each bounded
+    with lock:
+        return dict(out)
