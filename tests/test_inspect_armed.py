@@ -47,3 +47,32 @@ def test_watchdog_lines_of_a_log_are_combined():
     wd = armed.watchdog_lines([str(FR / "nccl-fr-timeout" / "job.log")])
     (f,) = J.watchdog_lines_agree(ctx(watchdog=wd))
     assert f.message == "watchdog: collective #5 (ALLREDUCE) of pg 0 (default_pg) timed out on rank 0, every rank in the log had entered it"
+
+
+def test_debug_server_source_says_why_when_there_is_nothing_to_read():
+    """--debug-server on a job without one: one line each, never a hang (the live case is in
+    tests/test_inspect_lab.py)."""
+    import datetime
+    import socket
+    import time
+
+    torch = pytest.importorskip("torch")
+    from ddpdoctor.inspect import debugserver
+
+    assert "no MASTER_ADDR" in debugserver.flight_recorder([{"env": {}}])["error"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = torch.distributed.TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=5),
+                                       wait_for_workers=False)
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
+    fr = debugserver.flight_recorder([{"env": env}], timeout=1.0)
+    assert "no rank registered a debug server" in fr["error"]
+    (f,) = J.flight_recorder_agrees(ctx(flightrec=fr))
+    assert f.severity is Severity.WARNING and "gave nothing to read" in f.message
+    store.set("debug_server/rank0", "http://127.0.0.1:1")  # registered, but nobody answers there
+    assert "rank 0" in debugserver.flight_recorder([{"env": env}], timeout=1.0)["error"]
+    del store
+    t0 = time.monotonic()
+    assert "cannot read the job's store" in debugserver.flight_recorder([{"env": env}], timeout=1.0)["error"]
+    assert time.monotonic() - t0 < 10

@@ -252,3 +252,23 @@ def test_without_ptrace_rights_it_says_how_to_grant_them(tmp_path):
     finally:
         rank.kill()
         rank.wait(10)
+
+
+def test_debug_server_live_flight_recorder_names_the_odd_rank(job):
+    """A job that called torch.distributed.debug.start_debug_server(): `--debug-server` reads every
+    rank's live flight-recorder buffer (no dump written yet, no timeout waited for) and DD516 names
+    rank 1, which called broadcast where rank 0 called all_reduce. The job keeps running unchanged."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    j = job(2, "other", env={"HANG_DEBUG_SERVER": str(port), "TORCH_FR_BUFFER_SIZE": "2000"})
+    j.wait_ready()
+    before = _workers(j.proc.pid)
+    rc, rep = inspect("--pid", str(j.proc.pid), "--debug-server")
+    (f,) = findings(rep, "DD516")
+    assert rc == 1
+    assert f["message"].startswith("flight recorder: at collective #4 (all_reduce) of pg 0"), f
+    assert "rank 1 called broadcast" in f["message"], f
+    assert f["evidence"]["dir"].startswith("debug server (store ")
+    _unchanged(before, j.proc.pid)

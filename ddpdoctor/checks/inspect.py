@@ -405,8 +405,9 @@ def _pg(g: Mapping[str, Any]) -> str:
 def flight_recorder_agrees(ctx):
     """## What it checks
     When the job left flight-recorder dumps (in the directory its ranks' `TORCH_FR_DUMP_TEMP_FILE`
-    names, as `ddpdoctor arm` / `prolog --task` arrange, or `--fr DIR`), every rank reached the same
-    collective sequence number of each process group with the same op and sizes.
+    names, as `ddpdoctor arm` / `prolog --task` arrange, or `--fr DIR`), or, with `--debug-server`, in
+    every rank's live buffer read from torch's debug server, every rank reached the same collective
+    sequence number of each process group with the same op and sizes.
 
     ## Why it matters
     The dumps are written when the watchdog times out (NCCL): they record which collective each rank
@@ -420,10 +421,16 @@ def flight_recorder_agrees(ctx):
     """
     fr = getattr(ctx.facts, "flightrec", None) or {}
     if not fr:
-        raise Skip("the job is not armed (no TORCH_FR_DUMP_TEMP_FILE) and no --fr DIR was given")
+        raise Skip("the job is not armed (no TORCH_FR_DUMP_TEMP_FILE), and neither --fr DIR nor --debug-server was given")
     if fr.get("empty"):
         raise Skip(f"no dump in {fr['dir']} yet (torch writes them when a collective times out)")
     if fr.get("error"):
+        if fr.get("dir", "").startswith("debug server"):
+            yield Finding(Severity.WARNING, f"flight recorder: the {fr['dir']} gave nothing to read: {fr['error']}",
+                          fix=Fix("call torch.distributed.debug.start_debug_server() in every rank after "
+                                  "init_process_group, or arm the job for dumps", commands=("ddpdoctor arm",)),
+                          evidence=fr)
+            return
         yield Finding(Severity.WARNING, f"flight-recorder dumps in {fr['dir']} unreadable: {fr['error']}",
                       fix=Fix("check the dumps' owner and that they come from this job"), evidence=fr)
         return
@@ -433,6 +440,9 @@ def flight_recorder_agrees(ctx):
     missing = v.get("missing") or []
     tail = f"; no dump from {_ranks([int(x) for x in missing])}" if missing else ""
     ev = {"dir": fr["dir"], "reached": reached, "missing": missing, "groups": groups[:3]}
+    live = fr.get("source") == "debug server"
+    where = f"live flight recorder from the {fr['dir']}" if live else f"dumps in {fr['dir']}"
+    more = () if live else (f"ddpdoctor explain --fr {fr['dir']}",)
     for g in groups:
         st = g.get("status")
         at = f"collective #{g.get('seq')} ({g.get('op')}) of {_pg(g)}"
@@ -440,8 +450,7 @@ def flight_recorder_agrees(ctx):
             yield Finding(Severity.ERROR,
                           f"flight recorder: {_ranks(g['not_entered'])} never entered {at}; "
                           f"{_ranks(g.get('waiting') or [])} wait in it{tail}",
-                          hint=f"dumps in {fr['dir']}", fix=Fix(f"see what {_ranks(g['not_entered'])} did instead of {at}",
-                                                                 commands=(f"ddpdoctor explain --fr {fr['dir']}",)),
+                          hint=where, fix=Fix(f"see what {_ranks(g['not_entered'])} did instead of {at}", commands=more),
                           evidence=ev)
         elif st == "mismatch":
             vs = sorted(g.get("variants") or [], key=lambda x: -len(x.get("ranks") or []))
@@ -449,8 +458,7 @@ def flight_recorder_agrees(ctx):
             yield Finding(Severity.ERROR,
                           f"flight recorder: at {at} {odd} while {_ranks(vs[0]['ranks'])} called {vs[0]['op']}{tail}"
                           if vs else f"flight recorder: ranks called different collectives at {at}{tail}",
-                          hint=f"dumps in {fr['dir']}", fix=Fix("make every rank issue the same collectives in the same order",
-                                                                 commands=(f"ddpdoctor explain --fr {fr['dir']}",)),
+                          hint=where, fix=Fix("make every rank issue the same collectives in the same order", commands=more),
                           evidence=ev)
         elif st == "stuck":
             yield Finding(Severity.WARNING,

@@ -26,10 +26,14 @@ from ddpdoctor.validate import BadInput, validate_seconds
               help="With --gather: the TCP port the first node listens on for the other nodes' views.")
 @click.option("--fr", "fr_dir", metavar="DIR",
               help="Flight-recorder dumps to read (default: the directory the ranks' TORCH_FR_DUMP_TEMP_FILE names).")
+@click.option("--debug-server", is_flag=True,
+              help="Read every rank's live flight recorder from torch's debug server (the job called "
+                   "torch.distributed.debug.start_debug_server()); loads torch to read the job's store.")
 @click.option("--log", "logs", multiple=True, metavar="FILE",
               help="A log of the job (repeatable): combine its NCCL watchdog lines with the stacks.")
 @report_options
-def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir, logs, json_out, select, ignore,
+def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir, debug_server, logs, json_out,
+                select, ignore,
                 fail_on, deadline, verbose):
     """Find the rank that holds a running job up: who waits in which collective at which line.
 
@@ -76,6 +80,10 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
         raise SystemExit(1)
     from ddpdoctor.inspect import armed
     facts.flightrec = armed.flight_recorder([fr_dir] if fr_dir else armed.dump_dirs(facts.ranks))
+    if debug_server and not facts.flightrec.get("verdict"):
+        # dumps on disk win (they are what the job left); else the ranks' live buffers
+        from ddpdoctor.inspect import debugserver
+        facts.flightrec = debugserver.flight_recorder(facts.ranks, timeout=min(dump_timeout, 5.0))
     if logs:
         try:
             facts.watchdog = armed.watchdog_lines(logs)

@@ -7,6 +7,12 @@ import torch.distributed as dist
 
 dist.init_process_group("gloo")
 r = dist.get_rank()
+if os.environ.get("HANG_DEBUG_SERVER"):  # torch's debug server: each rank's worker server registers in the store
+    from torch.distributed.debug import start_debug_server
+    try:
+        start_debug_server(port=int(os.environ["HANG_DEBUG_SERVER"]))
+    except ImportError:  # rank 0's HTML frontend needs extra packages; the worker servers are up already
+        pass
 t = torch.ones(4)
 mode = os.environ.get("HANG_MODE", "other")
 odd = int(os.environ.get("HANG_RANK", "1"))

@@ -1,0 +1,108 @@
+"""Flight-recorder entries from torch's debug server, for a job started with
+`torch.distributed.debug.start_debug_server()` (torch >= 2.10).
+
+Each rank of such a job runs a small HTTP worker server and registers its URL in the job's own
+TCPStore under `debug_server/rank<N>` (torch/distributed/debug/__init__.py, _store.py); POST
+`/handler/fr_trace_json` returns the rank's flight-recorder buffer as JSON, the same format as a
+dump file (torch/csrc/distributed/c10d/control_plane/WorkerServer.cpp). So a running job's
+collective sequence is readable *now*, without waiting for a watchdog timeout to write dumps.
+
+Only looks: one store read per rank (torch's own TCPStore client: no copy of its protocol) and one
+read-only handler call per rank, each with a timeout; redirects are not followed; the body is
+size-capped and decoded as JSON only. Opt-in (`inspect --debug-server`) because the store client
+needs torch (about 1.5 s to import), which inspect otherwise never loads.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping, Sequence
+
+PREFIX = "debug_server"  # torch.distributed.debug._store.tcpstore_client's default prefix
+MAX_BYTES = 256 << 20    # a 20k-entry buffer is a few MB
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **kw):  # a worker server never redirects; anything that does is not one
+        return None
+
+
+def _store_target(ranks: Sequence[Mapping[str, Any]]) -> tuple[str, int, int] | None:
+    """(MASTER_ADDR, MASTER_PORT, WORLD_SIZE) as the ranks were started with (their environ)."""
+    for r in ranks:
+        env = r.get("env") or {}
+        try:
+            return env["MASTER_ADDR"], int(env["MASTER_PORT"]), int(env.get("WORLD_SIZE") or r.get("world_size") or 0)
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
+def worker_urls(host: str, port: int, world: int, timeout: float) -> dict[int, str]:
+    """rank -> the worker server's URL, for the ranks that registered one (checked, never waited for)."""
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    from torch.distributed import PrefixStore, TCPStore
+
+    store = PrefixStore(PREFIX, TCPStore(host, port, None, False, timeout=datetime.timedelta(seconds=max(0.5, timeout))))
+    out = {}
+    for r in range(world):
+        key = f"rank{r}"
+        if store.check([key]):
+            url = store.get(key).decode("utf-8", "replace")
+            u = urllib.parse.urlsplit(url)
+            if u.scheme == "http" and u.hostname and u.port:
+                out[r] = url.rstrip("/")
+    return out
+
+
+def fetch(url: str, endpoint: str, timeout: float) -> bytes:
+    opener = urllib.request.build_opener(_NoRedirect)
+    req = urllib.request.Request(f"{url}/handler/{endpoint}", data=b"", method="POST")
+    with opener.open(req, timeout=timeout) as resp:
+        body = resp.read(MAX_BYTES + 1)
+    if len(body) > MAX_BYTES:
+        raise ValueError(f"more than {MAX_BYTES >> 20} MiB")
+    return body
+
+
+def flight_recorder(ranks: Sequence[Mapping[str, Any]], timeout: float = 2.0) -> dict[str, Any]:
+    """The verdict over every rank's live flight-recorder buffer, in the shape armed.flight_recorder
+    returns ({"dir", "verdict"} or {"dir", "error"}), with `source` = the store it came from."""
+    from ddpdoctor import flightrec
+    from ddpdoctor.flightrec.dumps import parse
+    from ddpdoctor.flightrec.render import to_dict
+
+    target = _store_target(ranks)
+    if target is None:
+        return {"dir": "debug server", "error": "the ranks' environment names no MASTER_ADDR/MASTER_PORT"}
+    host, port, world = target
+    where = f"debug server (store {host}:{port})"
+    world = world or len(ranks)
+    try:
+        urls = worker_urls(host, port, world, timeout)
+    except Exception as e:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError: say it in one line
+        return {"dir": where, "error": f"cannot read the job's store: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"}
+    if not urls:
+        return {"dir": where, "error": "no rank registered a debug server (start_debug_server() was not called)"}
+
+    def one(item):
+        rank, url = item
+        try:
+            obj = json.loads(fetch(url, "fr_trace_json", timeout))
+            return parse(obj, f"rank {rank} ({url})", rank), ""
+        except flightrec.BadDump as e:
+            return None, str(e)
+        except Exception as e:  # noqa: BLE001 - refused, timed out, not JSON: note it, keep the others
+            return None, f"rank {rank} ({url}): {type(e).__name__}: {e}"
+
+    with ThreadPoolExecutor(max_workers=min(32, len(urls))) as pool:
+        got = list(pool.map(one, sorted(urls.items())))
+    dumps = [d for d, _ in got if d is not None]
+    skipped = [why for _, why in got if why] + [f"rank {r}: no debug server registered" for r in range(world) if r not in urls]
+    if not dumps:
+        return {"dir": where, "error": "; ".join(skipped[:3]) or "no rank answered"}
+    return {"dir": where, "source": "debug server", "verdict": to_dict(flightrec.analyze(dumps, skipped))}
