@@ -272,3 +272,35 @@ def test_debug_server_live_flight_recorder_names_the_odd_rank(job):
     assert "rank 1 called broadcast" in f["message"], f
     assert f["evidence"]["dir"].startswith("debug server (store ")
     _unchanged(before, j.proc.pid)
+
+
+def test_debug_server_stacks_stand_in_where_ptrace_is_denied(job, tmp_path):
+    """Where py-spy may not attach (Yama's ptrace_scope=1 on Ubuntu: same user, not a descendant;
+    this machine has no Yama to stage it), `--debug-server` reads each rank's stack from torch's
+    debug server (faulthandler's traceback, no ptrace) and still names the odd rank with its line.
+    The refusal is the one boundary faked: a py-spy stand-in (DDPDOCTOR_PYSPY) that prints py-spy's
+    permission error; the job, its debug server and the stacks are real."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    denied = tmp_path / "py-spy"
+    denied.write_text("#!/bin/sh\necho \"Error: Permission Denied: Try running again with elevated permissions\" >&2\n"
+                      "exit 1\n")
+    denied.chmod(0o755)
+    j = job(3, "other", odd=2, env={"HANG_DEBUG_SERVER": str(port)})
+    j.wait_ready()
+    before = _workers(j.proc.pid)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DDPDOCTOR_PYSPY": str(denied)}
+    plain = subprocess.run([sys.executable, "-m", "ddpdoctor", "inspect", "--pid", str(j.proc.pid)],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert plain.returncode == 1 and "ptrace" in plain.stderr, plain.stderr  # without it: the grant-rights line
+    p = subprocess.run([sys.executable, "-m", "ddpdoctor", "inspect", "--json", "--pid", str(j.proc.pid),
+                        "--debug-server"], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 1, p.stderr
+    rep = json.loads(p.stdout)
+    (f,) = findings(rep, "DD510")
+    assert f["message"] == (f"rank 2 in broadcast at hang.py:{line_of('LINE_ODD_BROADCAST')} while 2 ranks wait in "
+                            f"all_reduce at hang.py:{line_of('LINE_WAIT')}")
+    assert all(s.get("source") == "debug server" for r in rep["ranks"] for s in r["samples"])
+    _unchanged(before, j.proc.pid)

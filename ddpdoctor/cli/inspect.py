@@ -28,7 +28,8 @@ from ddpdoctor.validate import BadInput, validate_seconds
               help="Flight-recorder dumps to read (default: the directory the ranks' TORCH_FR_DUMP_TEMP_FILE names).")
 @click.option("--debug-server", is_flag=True,
               help="Read every rank's live flight recorder from torch's debug server (the job called "
-                   "torch.distributed.debug.start_debug_server()); loads torch to read the job's store.")
+                   "torch.distributed.debug.start_debug_server()), and its stacks where ptrace is denied; "
+                   "loads torch to read the job's store.")
 @click.option("--log", "logs", multiple=True, metavar="FILE",
               help="A log of the job (repeatable): combine its NCCL watchdog lines with the stacks.")
 @report_options
@@ -71,7 +72,11 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
         facts = _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0)
     else:
         try:
-            facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
+            fallback = None
+            if debug_server:
+                from ddpdoctor.inspect.debugserver import stack_dumps as fallback
+            facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu,
+                                   fallback=fallback)
         except sample.NoJob as e:
             raise BadInput(str(e)) from None
     if facts.ranks and all(s.get("kind") == "permission" for r in facts.ranks for s in r["samples"]):

@@ -106,3 +106,71 @@ def flight_recorder(ranks: Sequence[Mapping[str, Any]], timeout: float = 2.0) ->
     if not dumps:
         return {"dir": where, "error": "; ".join(skipped[:3]) or "no rank answered"}
     return {"dir": where, "source": "debug server", "verdict": to_dict(flightrec.analyze(dumps, skipped))}
+
+
+# ----------------------------------------------------------------------------- stacks without ptrace
+
+def _short(path: str) -> str:
+    """py-spy's short file name: the part after site-/dist-packages ("torch/distributed/..."), else the
+    base name (where.locate and the checks read `file` that way)."""
+    for mark in ("/site-packages/", "/dist-packages/"):
+        if mark in path:
+            return path.split(mark, 1)[1]
+    return os.path.basename(path)
+
+
+def parse_traceback(pid: int, text: str):
+    """faulthandler's dump (the `dump_traceback` handler) as a py-spy Dump: one Thread per
+    "Thread 0x... (most recent call first):" block, frames innermost first. The main thread is the
+    one whose outermost frame is `<module>` (faulthandler does not name threads); the thread that
+    served the request ("Current thread", no Python frame) is left out."""
+    import re
+
+    from ddpdoctor.probes.pyspy import Dump, Frame, Thread
+
+    frame_re = re.compile(r'^\s*File "(?P<path>[^"]*)", line (?P<line>\d+) in (?P<name>\S+)')
+    threads: list[tuple[int, list]] = []
+    for line in text.splitlines():
+        head = re.match(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)", line)
+        if head:
+            threads.append((int(head.group(2), 16), []))
+            continue
+        m = frame_re.match(line)
+        if m and threads:
+            threads[-1][1].append(Frame(m["name"], _short(m["path"]), m["path"], int(m["line"])))
+    out = []
+    for tid, frames in threads:
+        if not frames:
+            continue
+        main = frames[-1].name == "<module>"
+        out.append(Thread(tid, "MainThread" if main else "", True, tuple(frames)))
+    out.sort(key=lambda t: t.name != "MainThread")
+    if not out:
+        return Dump(pid, False, error="the debug server's traceback holds no Python frame", kind="other")
+    return Dump(pid, True, tuple(out), extra={"source": "debug server"})
+
+
+def stack_dumps(ranks: Sequence[Mapping[str, Any]], timeout: float) -> dict[int, Any]:
+    """pid -> a Dump read from each rank's debug server (`dump_traceback`), for ranks py-spy could
+    not read; {} when the job has no debug server."""
+    from ddpdoctor.probes.pyspy import Dump
+
+    target = _store_target(ranks)
+    if target is None:
+        return {}
+    try:
+        urls = worker_urls(target[0], target[1], target[2] or len(ranks), timeout)
+    except Exception:  # noqa: BLE001 - no store, no debug server: the ptrace line stands
+        return {}
+
+    def one(r):
+        url = urls.get(r["rank"])
+        if url is None:
+            return r["pid"], None
+        try:
+            return r["pid"], parse_traceback(r["pid"], fetch(url, "dump_traceback", timeout).decode("utf-8", "replace"))
+        except Exception as e:  # noqa: BLE001 - refused, timed out: that rank stays unread
+            return r["pid"], Dump(r["pid"], False, error=f"debug server: {type(e).__name__}: {e}"[:300], kind="other")
+
+    with ThreadPoolExecutor(max_workers=min(32, max(1, len(ranks)))) as pool:
+        return {pid: d for pid, d in pool.map(one, ranks) if d is not None}

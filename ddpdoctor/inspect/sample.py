@@ -1,6 +1,7 @@
 """Gather the facts `inspect` judges: the job's ranks, two stack samples apart, GPU memory per pid.
 
-Only reads: /proc, `py-spy dump --nonblocking`, NVML. Nothing is sent to the job's processes.
+Only reads: /proc, `py-spy dump --nonblocking`, NVML (and, with --debug-server, the read-only handlers of
+torch's debug server). Nothing that changes the job is sent to its processes.
 """
 from __future__ import annotations
 
@@ -73,17 +74,30 @@ def _nvml_snapshot() -> dict[str, Any]:
     return nvml.snapshot().to_dict()
 
 
-def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float = 3.0, nvml: bool = True) -> InspectFacts:
+def _stacks(procs, dump_timeout: float, fallback):
+    """py-spy's dumps; for the ranks py-spy may not read (no ptrace rights), `fallback`'s when given
+    (inspect --debug-server: the debug server's tracebacks, which need no ptrace)."""
+    dumps = pyspy.dump_all([p.pid for p in procs], dump_timeout)
+    denied = [p for p in procs if dumps[p.pid].kind == "permission"]
+    if fallback is not None and denied:
+        got = fallback([{"rank": p.rank, "pid": p.pid, "env": dict(p.env), "world_size": p.world_size} for p in denied],
+                       dump_timeout)
+        dumps.update({pid: d for pid, d in got.items() if d.ok or pid not in dumps})
+    return dumps
+
+
+def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float = 3.0, nvml: bool = True,
+            fallback=None) -> InspectFacts:
     me = jobprocs.ancestors(os.getpid())
     disc = jobprocs.discover(exclude=me)
     key, procs, others = pick_job(disc, pid)
     pids = [p.pid for p in procs]
     ticks0 = {p: jobprocs.thread_ticks(p) for p in pids}
     t0 = time.monotonic()
-    first = pyspy.dump_all(pids, dump_timeout)
+    first = _stacks(procs, dump_timeout, fallback)
     snap = _nvml_snapshot() if nvml else {}
     time.sleep(max(0.0, interval - (time.monotonic() - t0)))
-    second = pyspy.dump_all(pids, dump_timeout)
+    second = _stacks(procs, dump_timeout, fallback)
     elapsed = time.monotonic() - t0
     ticks1 = {p: jobprocs.thread_ticks(p) for p in pids}
     hz = os.sysconf("SC_CLK_TCK")
@@ -95,7 +109,7 @@ def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float =
             samples.append({"ok": d.ok, "kind": d.kind, "error": d.error, "took_s": round(d.took_s, 3),
                             "where": locate(main) if d.ok else None,
                             "signature": [list(x) for x in signature(main)] if d.ok else None,
-                            "threads": len(d.threads)})
+                            "threads": len(d.threads), **({"source": d.extra["source"]} if d.extra.get("source") else {})})
         st = jobprocs.read_stat(p.pid)
         cpu = None
         if ticks0[p.pid] is not None and ticks1[p.pid] is not None:

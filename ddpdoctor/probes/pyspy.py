@@ -60,7 +60,11 @@ class Dump:
 
 
 def binary() -> str | None:
-    """py-spy's binary: next to this interpreter (a pip install) or on PATH."""
+    """py-spy's binary: DDPDOCTOR_PYSPY (a site's own build), next to this interpreter (a pip install),
+    or on PATH."""
+    named = os.environ.get("DDPDOCTOR_PYSPY")
+    if named:
+        return named if os.access(named, os.X_OK) else None
     here = os.path.join(os.path.dirname(sys.executable), "py-spy")
     return here if os.access(here, os.X_OK) else shutil.which("py-spy")
 
