@@ -76,3 +76,27 @@ def test_debug_server_source_says_why_when_there_is_nothing_to_read():
     t0 = time.monotonic()
     assert "cannot read the job's store" in debugserver.flight_recorder([{"env": env}], timeout=1.0)["error"]
     assert time.monotonic() - t0 < 10
+
+
+def test_gather_judges_dumps_from_node_local_disks_together(tmp_path):
+    """Under --gather each node sends its own dumps as data (flightrec.dumps.to_wire); the first node
+    judges them together: ranks 0-1 on one node's disk and 2-3 on another's give the same verdict as
+    one shared directory, and a rank seen twice counts once."""
+    import re
+    import shutil
+    a, b = tmp_path / "n1", tmp_path / "n2"
+    a.mkdir(), b.mkdir()
+    for p in sorted((FR / "gloo-barrier-mismatch").iterdir()):
+        m = re.search(r"(\d+)$", p.name)
+        if m is None:
+            continue
+        rank = int(m.group(1))
+        shutil.copy(p, (a if rank < 2 else b) / p.name)
+        if rank == 1:
+            shutil.copy(p, b / p.name)  # a rank both nodes see
+    fr = armed.gathered_flight_recorder([("n1", armed.node_dumps([str(a)])), ("n2", armed.node_dumps([str(b)]))])
+    assert fr["dir"] == "dumps from 2 node(s): n1, n2"
+    (f,) = J.flight_recorder_agrees(ctx(flightrec=fr))
+    assert f.message == ("flight recorder: at collective #4 (all_reduce) of pg 0 (default_pg) rank 2 called barrier "
+                         "while ranks 0,1,3 called all_reduce")
+    assert armed.gathered_flight_recorder([("n1", []), ("n2", [])]) == {}

@@ -98,3 +98,19 @@ def test_two_nodes_meet_over_a_real_socket_and_a_foreign_message_is_ignored():
     merged = gather.merge(steps[0], views)
     assert [r["rank"] for r in merged.ranks] == [0] and merged.nodes[1]["error"]
     assert time.monotonic() - t0 < 8  # both reported: no waiting for the deadline
+
+
+def test_merge_judges_the_dumps_every_node_sent():
+    """Dumps on node-local disks: each view carries its node's dumps as data; merge judges them together."""
+    from pathlib import Path
+
+    from ddpdoctor.flightrec import load_dir
+    from ddpdoctor.flightrec.dumps import to_wire
+    dumps, _ = load_dir(str(Path(__file__).parent / "flightrec" / "gloo-barrier-mismatch"))
+    step = gather.Step(0, 2, "n1", ("n1", "n2"), "n1", 1, "1.1", True)
+    views = {0: {"job": "j", "interval": 1.0, "ranks": [], "fr_dumps": [to_wire(d) for d in dumps[:2]]},
+             1: {"job": "j", "interval": 1.0, "ranks": [], "fr_dumps": [to_wire(d) for d in dumps[2:]]}}
+    facts = gather.merge(step, views)
+    assert facts.flightrec["dir"] == "dumps from 2 node(s): n1, n2"
+    g = facts.flightrec["verdict"]["groups"][0]
+    assert g["status"] == "mismatch" and g["seq"] == 4

@@ -69,7 +69,7 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
         raise BadInput("py-spy is not installed: pip install py-spy")
     t0 = time.monotonic()
     if gather:
-        facts = _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0)
+        facts = _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0, fr_dir)
     else:
         try:
             fallback = None
@@ -84,7 +84,8 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
         click.echo(f"ddpdoctor: error: {pyspy.PTRACE_HELP}", err=True)
         raise SystemExit(1)
     from ddpdoctor.inspect import armed
-    facts.flightrec = armed.flight_recorder([fr_dir] if fr_dir else armed.dump_dirs(facts.ranks))
+    if not facts.flightrec:  # --gather already judged every node's dumps together
+        facts.flightrec = armed.flight_recorder([fr_dir] if fr_dir else armed.dump_dirs(facts.ranks))
     if debug_server and not facts.flightrec.get("verdict"):
         # dumps on disk win (they are what the job left); else the ranks' live buffers
         from ddpdoctor.inspect import debugserver
@@ -112,7 +113,7 @@ class _Ctx:
     facts: object
 
 
-def _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0):
+def _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0, fr_dir):
     """This node's part of --gather; returns the merged facts on the first node, exits elsewhere."""
     from ddpdoctor.inspect import gather, sample
 
@@ -121,7 +122,10 @@ def _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0):
         raise SystemExit(0)  # another task on this node speaks for it
 
     def collect():
-        return sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
+        from ddpdoctor.inspect import armed
+        facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu)
+        facts.fr_dumps = armed.node_dumps([fr_dir] if fr_dir else armed.dump_dirs(facts.ranks))
+        return facts
     try:  # 0.5 s of the deadline is left for the checks and the verdict on the first node
         views = gather.run(step, collect, deadline=max(1.0, deadline - 0.5), started=t0)
     except gather.GatherError as e:

@@ -88,6 +88,14 @@ def parse(obj, path: str, rank: int | None = None) -> RankDump:
                     pg_status=status, raw_entries=tuple(raw))
 
 
+def to_wire(d: RankDump, last: int = 500) -> dict:
+    """A dump as plain JSON data that `parse` reads back (the last `last` entries): how `inspect
+    --gather` carries each node's dumps to the first node, which judges them together."""
+    return {"rank": d.rank, "version": d.version, "comm_lib_version": d.comm_lib_version,
+            "pg_config": {pg: {"ranks": list(r)} for pg, r in d.pg_ranks.items()}, "pg_status": d.pg_status,
+            "entries": list(d.raw_entries[-last:]) if last else []}
+
+
 def load_file(path: str, rank: int | None = None) -> RankDump:
     """Read one dump file. Raises BadDump (one line) on anything that is not a readable dump."""
     try:

@@ -49,6 +49,51 @@ def flight_recorder(dirs: Iterable[str]) -> dict[str, Any]:
     return {"dir": dirs[0], "empty": True}
 
 
+def node_dumps(dirs: Iterable[str]) -> list[dict[str, Any]]:
+    """This node's dumps as plain data (flightrec.dumps.to_wire) for `inspect --gather`: the first
+    node judges every node's together, so dumps on node-local disks count too."""
+    from ddpdoctor import flightrec
+    from ddpdoctor.flightrec.dumps import to_wire
+
+    for d in dirs:
+        if not os.path.isdir(d):
+            continue
+        try:
+            dumps, _ = flightrec.load_dir(d)
+        except flightrec.BadDump:
+            continue
+        return [{**to_wire(x), "dir": d} for x in dumps]
+    return []
+
+
+def gathered_flight_recorder(nodes: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> dict[str, Any]:
+    """The verdict over the dumps every node sent ((node, wire dumps) pairs), or {} when none did.
+    A rank sent by two nodes (one shared directory seen twice) counts once."""
+    from ddpdoctor import flightrec
+    from ddpdoctor.flightrec.dumps import parse
+    from ddpdoctor.flightrec.render import to_dict
+
+    dumps, skipped, seen, where = [], [], set(), []
+    for node, wires in nodes:
+        for w in wires:
+            try:
+                d = parse(w, f"{node}:{w.get('dir', '?')}", w.get("rank") if type(w.get("rank")) is int else None)
+            except flightrec.BadDump as e:
+                skipped.append(str(e))
+                continue
+            if d.rank in seen:
+                continue
+            seen.add(d.rank)
+            dumps.append(d)
+            if node not in where:
+                where.append(node)
+    if not dumps:
+        return {}
+    dumps.sort(key=lambda d: d.rank)
+    return {"dir": f"dumps from {len(where)} node(s): {', '.join(where)}",
+            "verdict": to_dict(flightrec.analyze(dumps, skipped))}
+
+
 def watchdog_lines(paths: Sequence[str]) -> dict[str, Any]:
     """The watchdog's per-rank lines of the logs the user named (--log), judged together."""
     from ddpdoctor.flightrec.render import to_dict

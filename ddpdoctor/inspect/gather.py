@@ -159,5 +159,8 @@ def merge(step: Step, views: Mapping[int, dict]):
             ranks.extend(v["ranks"])
     job = jobs.most_common(1)[0][0] if jobs else ""
     interval = max((v.get("interval", 0.0) for v in views.values()), default=0.0)
+    from ddpdoctor.inspect.armed import gathered_flight_recorder
+    fr = gathered_flight_recorder([(step.names[j], views[j].get("fr_dumps") or []) for j in sorted(views)
+                                   if j < len(step.names)])
     return InspectFacts(f"{step.world} nodes", job, sorted(ranks, key=lambda r: r["rank"]), interval,
-                        sorted(set(jobs) - {job}), {}, False, nodes=nodes)
+                        sorted(set(jobs) - {job}), {}, False, nodes=nodes, flightrec=fr)

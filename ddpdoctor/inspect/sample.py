@@ -27,6 +27,7 @@ class InspectFacts:
     nodes: list[dict[str, Any]] = field(default_factory=list)  # --gather: one entry per node of the step
     flightrec: dict[str, Any] = field(default_factory=dict)    # inspect/armed.py: the dumps' verdict, or why none
     watchdog: dict[str, Any] = field(default_factory=dict)     # inspect/armed.py: --log's watchdog lines
+    fr_dumps: list[dict[str, Any]] = field(default_factory=list)  # --gather: this node's dumps as data
 
 
 class NoJob(Exception):
