@@ -105,8 +105,9 @@ def load_without_map_location(ctx: Context):
         if kwarg(call, "map_location") is None and len(call.args) < 2:
             arg = mod.source(call.args[0]) if call.args else "?"
             yield ctx.finding("DL002", mod, call,
-                              f"torch.load({arg}) has no map_location: each rank restores the tensors onto the "
-                              "device they were saved from (cuda:0)",
+                              f"torch.load({arg}) has no map_location: if the file holds CUDA tensors, every rank "
+                              "restores them onto the GPU they were saved from (usually cuda:0); a file saved "
+                              "from CPU tensors is safe (a static check cannot tell which)",
                               'pass map_location="cpu" (or this rank\'s device)',
                               f'torch.load({arg}, map_location="cpu")')
 
