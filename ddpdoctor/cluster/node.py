@@ -16,7 +16,6 @@ from ddpdoctor.cluster.store import KEY_PREFIX, StoreError, connect_store, gathe
 from ddpdoctor.cluster.store import has as store_has
 
 
-
 @dataclass
 class Options:
     port: int = 29400

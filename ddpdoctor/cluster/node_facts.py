@@ -10,7 +10,6 @@ from ddpdoctor import __version__
 ENV_PREFIXES = ("NCCL_", "GLOO_")
 
 
-
 def versions(gpus=None) -> dict[str, str]:
     """torch, NCCL, CUDA, NVIDIA driver, Python, ddpdoctor: what must agree across nodes."""
     v = {"python": platform.python_version(), "ddpdoctor": __version__}

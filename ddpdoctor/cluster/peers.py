@@ -1,6 +1,7 @@
 """Which peers a node probes, and the probes themselves: resolve the peer's name as a job would,
 connect to its rendezvous port (the handshake names the host that answers) and its ephemeral port,
-then, in the pairing rounds, move 1 MiB each way through the peer's listener."""
+then, in the pairing rounds, move 1 MiB each way through the peer's listener and all-reduce 1 MiB
+over Gloo with it (allreduce.py)."""
 from __future__ import annotations
 
 import random
@@ -40,7 +41,6 @@ def peer_set(i: int, n: int, max_peers: int, seed: int = 0) -> list[int]:
     for j in pool:
         add(j)
     return sorted(chosen)
-
 
 
 def ProbeListener(port: int, me: str, *, port_range: tuple[int, int] | None = None):

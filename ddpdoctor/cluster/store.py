@@ -10,7 +10,6 @@ from typing import Any, Sequence
 KEY_PREFIX = "ddpdoctor/cluster"
 
 
-
 class StoreError(Exception):
     pass
 

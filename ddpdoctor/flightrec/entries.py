@@ -30,7 +30,6 @@ class Entry(NamedTuple):
                 for f in self.frames if isinstance(f, dict)]
 
 
-
 def _shape_list(v) -> tuple:
     if not isinstance(v, (list, tuple)):
         return ()
