@@ -70,6 +70,7 @@ class Context:
     net: set[str]
     shm_bytes: float | None
     shm_ev: Evidence | None
+    shm_size: str = ""
 
     def site_before(self, line: int, within: int = 60) -> tuple[str, Evidence] | None:
         """The innermost torch call site of the traceback that ends at (or near) `line`."""
@@ -108,7 +109,7 @@ def context(col: Collector) -> Context:
         m = re.match(r"(\d+(?:\.\d+)?)([KMGT])", shm[0].value.get("size", ""))
         if m:
             shm_bytes, shm_ev = _size(m.group(1), m.group(2)), _ev(shm[0])
-    return Context(hosts, sites, devs, net, shm_bytes, shm_ev)
+    return Context(hosts, sites, devs, net, shm_bytes, shm_ev, shm[0].value.get("size", "") if shm else "")
 
 
 def _strong_cause(col: Collector, besides: set[str]) -> bool:
@@ -177,7 +178,7 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
     facts = f"{len(ctx.hosts)} hosts in the log ({', '.join(sorted(ctx.hosts)[:3])})" if multi else ""
     small_shm = ctx.shm_bytes is not None and ctx.shm_bytes < 1 << 30
     if small_shm:
-        add("NCCL_SHM_TOO_SMALL", 0.55, f"/dev/shm is only {ctx.shm_ev.text.split()[1] if ctx.shm_ev else ''} "
+        add("NCCL_SHM_TOO_SMALL", 0.55, f"/dev/shm is only {ctx.shm_size} "
             f"(container default 64M); NCCL's shared-memory transport needs more{where}; decide with: "
             "NCCL_SHM_DISABLE=1 <rerun> (works => this)", [ctx.shm_ev, err] if ctx.shm_ev else [err])
         decided = True
@@ -295,6 +296,7 @@ def _ordinal(col: Collector, ctx: Context, add, caps: Caps) -> None:
         add("GLOBAL_RANK_USED_AS_DEVICE", 0.3, f"{len(ctx.hosts)} hosts in the log: a device chosen by global "
             "rank exists only on the first node; decide with: `grep -n set_device <script>`", [err])
         return
-    caps.notes.setdefault("NPROC_EXCEEDS_GPUS", []).append(
-        "what would decide it: `nvidia-smi -L` and `echo $CUDA_VISIBLE_DEVICES` on the node vs --nproc-per-node "
-        "(more ranks than GPUs), and `grep -n set_device <script>` (RANK instead of LOCAL_RANK)")
+    caps.set("NPROC_EXCEEDS_GPUS", 0.45,
+             "low confidence: the log does not say how many GPUs the node has; what would decide it: `nvidia-smi -L` "
+             "and `echo $CUDA_VISIBLE_DEVICES` on the node vs --nproc-per-node (more ranks than GPUs), and "
+             "`grep -n set_device <script>` (RANK instead of LOCAL_RANK)")
