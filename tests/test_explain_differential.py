@@ -198,3 +198,26 @@ def test_context_lines_alone_are_not_a_diagnosis():
            '  File "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", line 3696, in barrier',
            "epoch 1 loss 0.3"]
     assert explain(log).diagnoses == []
+
+
+def test_a_bare_connection_refused_is_a_low_confidence_list_not_an_answer():
+    ex = explain(["[rank1]: ConnectionRefusedError: [Errno 111] Connection refused"])
+    ids = [d.failure.id for d in ex.diagnoses]
+    assert ids[:2] == ["RDZV_ENDPOINT_UNREACHABLE", "FIREWALL_BLOCKS_PORTS"], ranked(ex)
+    assert all(d.confidence < 0.35 for d in ex.diagnoses)
+    text = render_text(ex)
+    assert "No line in this log points clearly at a cause" in text and text.count("weaker alternative:") == 3
+    assert "nc -zv" in text
+
+
+def test_a_reset_while_reading_the_store_points_at_the_store_host_having_exited():
+    ex = explain(["[default0]:RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
+                  "via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer"])
+    assert ex.diagnoses[0].failure.id == "RDZV_STORE_HOST_EXITED" and ex.diagnoses[0].confidence < LOW
+    assert "HOST_OOM_SIGKILL" in [d.failure.id for d in ex.diagnoses][:3]
+
+
+def test_a_specific_connect_signature_is_not_diluted_by_the_bare_connect_differential():
+    ex = explain(["[W socket.cpp:601] [c10d] The client socket has failed to connect to [node1]:29400 "
+                  "(errno: 111 - Connection refused)."])
+    assert ranked(ex) == [("RDZV_ENDPOINT_UNREACHABLE", 0.55)]

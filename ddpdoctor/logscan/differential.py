@@ -1,5 +1,6 @@
 """A generic symptom is not a final answer (issue 11 §2): for NCCL's `unhandled system error` /
-`internal error`, a CUDA out-of-memory error and `invalid device ordinal`, rank the specific causes
+`internal error`, a CUDA out-of-memory error, `invalid device ordinal` and a bare `Connection refused` /
+`Connection reset by peer`, rank the specific causes
 that the rest of the log supports, each with the evidence that raised it, and say what would decide
 between them when the log does not.
 
@@ -146,6 +147,8 @@ def differential(col: Collector, add, caps: Caps) -> None:
         _oom(col, ctx or context(col), add, caps)
     if _hits(col, ORDINAL) and not _strong_cause(col, {"NPROC_EXCEEDS_GPUS", "GLOBAL_RANK_USED_AS_DEVICE"}):
         _ordinal(col, ctx or context(col), add, caps)
+    if col.facts.get("conn_error") and not any(st.signature.weight >= DECIDED for st in col.sigs.values()):
+        _connect(col, ctx or context(col), add)
 
 
 def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
@@ -272,6 +275,44 @@ def _oom(col: Collector, ctx: Context, add, caps: Caps) -> None:
     caps.notes.setdefault("GPU_OUT_OF_MEMORY", []).append(
         "what would decide between a too-large batch/model and memory held by other ranks: `nvidia-smi` during "
         "the run (memory per GPU and which pids hold it)")
+
+
+def _connect(col: Collector, ctx: Context, add) -> None:
+    """A bare `Connection refused` / `Connection reset by peer` that no signature explains: never more than
+    a low-confidence list (no catalog mode is the symptom itself), each candidate with what would decide."""
+    v = col.facts["conn_error"][0]
+    err = _ev(v)
+    kind = v.value.get("kind", "").lower()
+    target = v.value.get("host", "")
+    site = ctx.site_before(v.line)
+    site_name = site[0] if site else ""
+    evs = [err] + ([site[1]] if site else [])
+    text = v.text.lower()
+    if kind == "refused":
+        if target in ("127.0.0.1", "localhost") and len(ctx.hosts) >= 2:
+            add("RDZV_ENDPOINT_UNREACHABLE", 0.3, f"refused at {target} in a job on {len(ctx.hosts)} hosts: the master "
+                "address points at each node itself; decide with: `echo $MASTER_ADDR` on every node", evs)
+            return
+        at = f" (in {site_name})" if site else ""
+        add("RDZV_ENDPOINT_UNREACHABLE", 0.3, f"connection refused{at}: nothing listens at the master's address and "
+            "port yet (rank 0 not started, already exited, or another address/port); decide with: "
+            "`nc -zv <master> <port>` from this node while rank 0 runs, `ddpdoctor network --master <master>`", evs)
+        add("FIREWALL_BLOCKS_PORTS", 0.25, "a firewall that rejects (rather than drops) answers with `refused`; "
+            "decide with: `ddpdoctor network` on both nodes (ports above 1024 open between them)", evs)
+        add("RDZV_STORE_HOST_EXITED", 0.21, "the process hosting the store may have exited before this connect; "
+            "decide with: the first error in rank 0's (the master node's) log", evs)
+        return
+    if "store" in text or "uniqueid" in text:
+        add("RDZV_STORE_HOST_EXITED", 0.3, "reset while talking to the store: the process that hosts it (rank 0 or "
+            "the master node's agent) went away; decide with: the first error in rank 0's log", evs)
+    elif "gloo" in text or "pair.cc" in text:
+        add("GLOO_PEER_EXITED", 0.3, "a Gloo peer closed its connection: it exited; decide with: the first error "
+            "in the other ranks' logs", evs)
+    else:
+        add("RDZV_STORE_HOST_EXITED", 0.25, "a peer or the store host reset the connection: it exited or was "
+            "killed; decide with: the first error in the other ranks' logs", evs)
+    add("HOST_OOM_SIGKILL", 0.21, "a peer killed by the kernel's OOM killer resets its connections; decide with: "
+        "`dmesg -T | grep -i -E 'killed process|out of memory'` on the nodes", evs)
 
 
 def _ordinal(col: Collector, ctx: Context, add, caps: Caps) -> None:

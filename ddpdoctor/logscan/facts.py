@@ -100,6 +100,10 @@ FACTS = (
          trigger="> failed",
          example="misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<45678> failed : "
                  "Software caused connection abort"),
+    # A bare connection failure (Python's socket, c10d, Gloo, NCCL): refused or reset, and the address if it says.
+    Fact("conn_error", r"(?i)\bconnection (?P<kind>refused|reset by peer)\b(?:[^\n]*?(?P<host>\b\d+\.\d+\.\d+\.\d+\b|"
+         r"\blocalhost\b))?", trigger=("refused", "reset by peer"),
+         example="ConnectionRefusedError: [Errno 111] Connection refused"),
     # A traceback is a failure even when the paste stops before its last line (users often cut it).
     Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
          example="Traceback (most recent call last):"),
