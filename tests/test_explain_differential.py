@@ -221,3 +221,13 @@ def test_a_specific_connect_signature_is_not_diluted_by_the_bare_connect_differe
     ex = explain(["[W socket.cpp:601] [c10d] The client socket has failed to connect to [node1]:29400 "
                   "(errno: 111 - Connection refused)."])
     assert ranked(ex) == [("RDZV_ENDPOINT_UNREACHABLE", 0.55)]
+
+
+def test_a_container_id_hostname_on_one_node_raises_dev_shm_and_drops_the_network():
+    log = ["3f2a9c1b7d4e:301:301 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.2<0>"] + \
+        syserr_at_barrier("3f2a9c1b7d4e: [rank1]: ")
+    ex = explain(log)
+    top, alt = ex.diagnoses[:2]
+    assert top.failure.id == "NCCL_SYSTEM_ERROR" and top.confidence < LOW, ranked(ex)
+    assert alt.failure.id == "NCCL_SHM_TOO_SMALL" and "container id" in alt.notes[0]
+    assert "FIREWALL_BLOCKS_PORTS" not in [d.failure.id for d in ex.diagnoses]

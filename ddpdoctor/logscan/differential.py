@@ -40,6 +40,7 @@ COLLECTIVE_SITES = {"all_reduce", "broadcast", "all_gather", "reduce_scatter"}
 MOVE_SITES = {"cuda", "_apply", "to", "_lazy_init", "set_device"}
 
 NCCL_DEBUG = "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,SHM <rerun> (the NCCL WARN line before the error names it)"
+_CONTAINER_ID = re.compile(r"^[0-9a-f]{12}$")   # Docker's default hostname: the container id
 _UNIT = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
 _SIZE = r"(\d+(?:\.\d+)?) ?([KMGT])i?B"
 
@@ -187,26 +188,28 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
         decided = True
     if not decided:
         cands = []
+        containers = sorted(h for h in ctx.hosts if _CONTAINER_ID.match(h))
         if not multi:
-            cands.append(("NCCL_SHM_TOO_SMALL", 0.2, "ranks on one node talk through /dev/shm, the most common "
-                          f"system error there{where}; decide with: `df -h /dev/shm` (64M in containers: "
-                          "--shm-size / --ipc=host) or NCCL_SHM_DISABLE=1 <rerun>"))
-        if multi or "NET/Socket" in ctx.net:
-            cands.append(("FIREWALL_BLOCKS_PORTS", 0.2, (facts or "NCCL uses sockets between nodes") +
-                          f"{where}: a connection between nodes failed; decide with: {NCCL_DEBUG}, "
-                          "`ddpdoctor network` on each node"))
+            shm_note = ("ranks on one node talk through /dev/shm, the most common system error there" +
+                        (f"; host {containers[0]} is named like a Docker container id, and containers get a 64M "
+                         "/dev/shm unless started with --shm-size / --ipc=host" if containers else ""))
+            cands.append(("NCCL_SHM_TOO_SMALL", 0.25 if containers else 0.2, shm_note + f"{where}; decide with: "
+                          "`df -h /dev/shm` (64M in containers: --shm-size / --ipc=host) or NCCL_SHM_DISABLE=1 <rerun>"))
+        if multi:
+            cands.append(("FIREWALL_BLOCKS_PORTS", 0.2, f"{facts}{where}: a connection between nodes failed; decide "
+                          f"with: {NCCL_DEBUG}, `ddpdoctor network` on each node"))
             cands.append(("NCCL_WRONG_INTERFACE_AUTOSELECTED", 0.15, "multi-node NCCL picks an interface per node; "
                           "decide with: NCCL_DEBUG=INFO (`NET/Socket : Using` on each node), "
                           "NCCL_SOCKET_IFNAME=<iface> <rerun>"))
+        elif len(ctx.hosts) <= 1 and not containers:  # nothing says the job is on one node: the network stays possible
+            cands.append(("FIREWALL_BLOCKS_PORTS", 0.15, f"if the job spans nodes, a blocked connection{where}; "
+                          "decide with: `ddpdoctor network` on each node"))
         if "NET/IB" in ctx.net:
             late = site_name in COLLECTIVE_SITES and not at_init
             cands.append(("IB_FABRIC_FAULT" if late else "IB_MEMLOCK_LIMIT", 0.2,
                           "NCCL uses InfiniBand (`NET/IB : Using`)" + (" and failed in a collective after init"
                                                                         if late else where) +
                           "; decide with: `ulimit -l` (unlimited) and `ibstat` on every node"))
-        if multi is False and not ctx.hosts:  # nothing says how many nodes: network stays possible
-            cands.append(("FIREWALL_BLOCKS_PORTS", 0.15, f"if the job spans nodes, a blocked connection{where}; "
-                          "decide with: `ddpdoctor network` on each node"))
         for fid, w, note in cands:
             add(fid, w, note, [err] + ([site[1]] if site else []))
         names = ", ".join(dict.fromkeys(c[0] for c in cands))
