@@ -231,3 +231,20 @@ def test_a_container_id_hostname_on_one_node_raises_dev_shm_and_drops_the_networ
     assert top.failure.id == "NCCL_SYSTEM_ERROR" and top.confidence < LOW, ranked(ex)
     assert alt.failure.id == "NCCL_SHM_TOO_SMALL" and "container id" in alt.notes[0]
     assert "FIREWALL_BLOCKS_PORTS" not in [d.failure.id for d in ex.diagnoses]
+
+
+def test_ranks_that_each_guessed_the_same_gpu_for_barrier_raise_a_shared_gpu_but_do_not_decide():
+    w = ("[rank{r}]:[W ProcessGroupNCCL.cpp:4115] [PG 0 Rank {r}]  using GPU 0 to perform barrier as devices used "
+         "by this process are currently unknown. This can potentially cause a hang if this rank to GPU mapping is "
+         "incorrect.")
+    ex = explain([w.format(r=0), w.format(r=1)] + syserr_at_barrier())
+    ids = [d.failure.id for d in ex.diagnoses]
+    assert ids[0] == "NCCL_SYSTEM_ERROR" and ex.diagnoses[0].confidence < LOW, ranked(ex)
+    assert "DUPLICATE_GPU_PER_RANK" in ids[1:3], ranked(ex)
+
+
+def test_the_infiniband_transport_raises_memlock_at_init():
+    log = ["node1:301:301 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>"]
+    ex = explain(log + syserr_at_barrier())
+    assert "IB_MEMLOCK_LIMIT" in [d.failure.id for d in ex.diagnoses][1:4], ranked(ex)
+    assert ex.diagnoses[0].confidence < LOW

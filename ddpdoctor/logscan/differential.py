@@ -37,7 +37,6 @@ SIGNATURES_USED = NCCL_GENERIC + OOM + ORDINAL
 INIT_SITES = {"init_process_group", "_new_process_group_helper", "barrier", "_store_based_barrier", "new_group",
               "_verify_param_shape_across_processes", "_sync_module_states", "_sync_params_and_buffers", "ddp"}
 COLLECTIVE_SITES = {"all_reduce", "broadcast", "all_gather", "reduce_scatter"}
-MOVE_SITES = {"cuda", "_apply", "to", "_lazy_init", "set_device"}
 
 NCCL_DEBUG = "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,SHM <rerun> (the NCCL WARN line before the error names it)"
 _CONTAINER_ID = re.compile(r"^[0-9a-f]{12}$")   # Docker's default hostname: the container id
@@ -139,6 +138,19 @@ def _shared_gpu(ctx: Context) -> tuple[str, list[Evidence]] | None:
     return None
 
 
+def _guessed_same_gpu(col: Collector) -> tuple[str, list[Evidence]] | None:
+    by: dict[tuple[str | None, str], list] = {}
+    for v in col.facts.get("barrier_gpu", []):
+        vals = by.setdefault((v.host, v.value.get("gpu", "")), [])
+        if all(w.value.get("rank") != v.value.get("rank") for w in vals):
+            vals.append(v)
+    for (host, gpu), vals in by.items():
+        if len(vals) >= 2:
+            ranks = ", ".join(v.value.get("rank", "?") for v in vals[:4])
+            return f"ranks {ranks} each guessed GPU {gpu} for barrier()", [_ev(v) for v in vals[:2]]
+    return None
+
+
 def differential(col: Collector, add, caps: Caps) -> None:
     ctx = None
     if _hits(col, NCCL_GENERIC) and not _strong_cause(col, {"NCCL_SYSTEM_ERROR"}):
@@ -163,6 +175,10 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
     if shared:
         add("DUPLICATE_GPU_PER_RANK", 0.75, shared[0] + ": NCCL cannot run two ranks on one GPU", shared[1] + [err])
         decided = True
+    guessed = _guessed_same_gpu(col) if not decided else None
+    if guessed:
+        add("DUPLICATE_GPU_PER_RANK", 0.3, guessed[0] + ": set_device was not called; if those ranks see the same "
+            "GPUs they share one; decide with: `nvidia-smi` while it starts (several pids on one GPU)", guessed[1])
     conn = col.facts.get("nccl_connect", [])
     if conn:
         v = conn[0]
@@ -193,10 +209,10 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
             shm_note = ("ranks on one node talk through /dev/shm, the most common system error there" +
                         (f"; host {containers[0]} is named like a Docker container id, and containers get a 64M "
                          "/dev/shm unless started with --shm-size / --ipc=host" if containers else ""))
-            cands.append(("NCCL_SHM_TOO_SMALL", 0.25 if containers else 0.2, shm_note + f"{where}; decide with: "
+            cands.append(("NCCL_SHM_TOO_SMALL", 0.25 if containers else 0.21, shm_note + f"{where}; decide with: "
                           "`df -h /dev/shm` (64M in containers: --shm-size / --ipc=host) or NCCL_SHM_DISABLE=1 <rerun>"))
         if multi:
-            cands.append(("FIREWALL_BLOCKS_PORTS", 0.2, f"{facts}{where}: a connection between nodes failed; decide "
+            cands.append(("FIREWALL_BLOCKS_PORTS", 0.21, f"{facts}{where}: a connection between nodes failed; decide "
                           f"with: {NCCL_DEBUG}, `ddpdoctor network` on each node"))
             cands.append(("NCCL_WRONG_INTERFACE_AUTOSELECTED", 0.15, "multi-node NCCL picks an interface per node; "
                           "decide with: NCCL_DEBUG=INFO (`NET/Socket : Using` on each node), "
@@ -206,7 +222,7 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
                           "decide with: `ddpdoctor network` on each node"))
         if "NET/IB" in ctx.net:
             late = site_name in COLLECTIVE_SITES and not at_init
-            cands.append(("IB_FABRIC_FAULT" if late else "IB_MEMLOCK_LIMIT", 0.2,
+            cands.append(("IB_FABRIC_FAULT" if late else "IB_MEMLOCK_LIMIT", 0.21,
                           "NCCL uses InfiniBand (`NET/IB : Using`)" + (" and failed in a collective after init"
                                                                         if late else where) +
                           "; decide with: `ulimit -l` (unlimited) and `ibstat` on every node"))

@@ -89,6 +89,10 @@ FACTS = (
     # The network NCCL uses between nodes (NCCL_DEBUG=INFO): InfiniBand/RoCE or plain sockets.
     Fact("nccl_net", r"\bNET/(?P<net>IB|Socket)\b[^:]*: Using", trigger=" : using ",
          example="node1:301:301 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>"),
+    # torch's warning when a rank reaches barrier() without torch.cuda.set_device: the GPU it guessed.
+    Fact("barrier_gpu", r"Rank (?P<rank>\d+)\]\s+using GPU (?P<gpu>\d+) to perform barrier", trigger="barrier",
+         example="[rank1]:[W ProcessGroupNCCL.cpp:4115] [PG 0 Rank 1]  using GPU 0 to perform barrier as devices used "
+                 "by this process are currently unknown."),
     # The size of /dev/shm as `df -h` prints it (containers get 64M by default).
     Fact("shm_size", r"\s(?P<size>\d+(?:\.\d+)?[KMGT])i?B?\s+\S+\s+\S+\s+\d+%\s+/dev/shm\b", trigger="/dev/shm",
          example="shm                 64M     0   64M   0% /dev/shm"),
