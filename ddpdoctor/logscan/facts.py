@@ -72,6 +72,42 @@ FACTS = (
     # names (.svc, .svc.cluster.local), Kubeflow PyTorchJob pod names <job>-master-N (rides the 'master' gate).
     Fact("kubernetes", r"\bkubectl\s|\.svc(?:\.cluster\.local)?\b|\b[a-z0-9][a-z0-9-]*-master-\d+\b",
          trigger=("kubectl", ".svc", "master"), example="$ kubectl logs optimizer-worker-0"),
+    # Context for the differential of generic symptoms (differential.py). A frame of torch's own code in a
+    # traceback names the call site of the error: communicator creation (init_process_group, barrier, the
+    # DDP constructor's parameter checks), a collective, torch.load, a module moved with .cuda()/.to().
+    Fact("call_site", r'(?P<ddp>parallel[/\\]distributed)\.py", line \d+, in __init__\s*$|\.py", line \d+, in '
+         r"(?P<func>init_process_group|_new_process_group_helper|barrier|_store_based_barrier|all_reduce|broadcast|"
+         r"all_gather\w*|reduce_scatter\w*|_verify_param_shape_across_processes|_sync_module_states|"
+         r"_sync_params_and_buffers|load|cuda|_apply|to|set_device|_lazy_init|new_group|empty_cache)\s*$",
+         trigger='.py", line ',
+         example='  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 3696, '
+                 'in barrier'),
+    # NCCL INFO at communicator creation: which CUDA device (and PCI bus) each rank of each host uses.
+    Fact("nccl_dev", r"(?i:\brank) (?P<rank>\d+) (?i:nranks) (?P<n>\d+) cudaDev (?P<dev>\d+)(?:.*?\bbusId (?P<bus>\w+))?",
+         trigger="cudadev",
+         example="node1:301:301 [0] NCCL INFO comm 0x5e0 rank 1 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE"),
+    # The network NCCL uses between nodes (NCCL_DEBUG=INFO): InfiniBand/RoCE or plain sockets.
+    Fact("nccl_net", r"\bNET/(?P<net>IB|Socket)\b[^:]*: Using", trigger=" : using ",
+         example="node1:301:301 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>"),
+    # torch's warning when a rank reaches barrier() without torch.cuda.set_device: the GPU it guessed.
+    Fact("barrier_gpu", r"Rank (?P<rank>\d+)\]\s+using GPU (?P<gpu>\d+) to perform barrier", trigger="barrier",
+         example="[rank1]:[W ProcessGroupNCCL.cpp:4115] [PG 0 Rank 1]  using GPU 0 to perform barrier as devices used "
+                 "by this process are currently unknown."),
+    # The size of /dev/shm as `df -h` prints it (containers get 64M by default).
+    Fact("shm_size", r"\s(?P<size>\d+(?:\.\d+)?[KMGT])i?B?\s+\S+\s+\S+\s+\d+%\s+/dev/shm\b", trigger="/dev/shm",
+         example="shm                 64M     0   64M   0% /dev/shm"),
+    # The GPUs the job was given (a launch line or a printed environment).
+    Fact("cuda_visible", r"CUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<devs>\d+(?:,\d+)*)", trigger="cuda_visible_devices",
+         example="CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node=4 train.py"),
+    # NCCL's socket connect to a peer failing (socketStartConnect / socketPollConnect, NCCL >= 2.19 and older).
+    Fact("nccl_connect", r"Connect to (?P<addr>[\w.:\[\]%-]+)<(?P<port>\d+)> failed(?:\s*:\s*(?P<why>[^\n]+))?",
+         trigger="> failed",
+         example="misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<45678> failed : "
+                 "Software caused connection abort"),
+    # A bare connection failure (Python's socket, c10d, Gloo, NCCL): refused or reset, and the address if it says.
+    Fact("conn_error", r"(?i)\bconnection (?P<kind>refused|reset by peer)\b(?:[^\n]*?(?P<host>\b\d+\.\d+\.\d+\.\d+\b|"
+         r"\blocalhost\b))?", trigger=("refused", "reset by peer"),
+         example="ConnectionRefusedError: [Errno 111] Connection refused"),
     # A traceback is a failure even when the paste stops before its last line (users often cut it).
     Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
          example="Traceback (most recent call last):"),

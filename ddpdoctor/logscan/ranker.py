@@ -6,6 +6,9 @@ independent evidence (1 - prod(1 - w)), plus what the cross-line rules (rules.py
 * consequences (collective timeouts, a dead store host, a generic NCCL system error) are demoted
   when the log also shows a root cause, and say which one;
 * failure modes seen only through clues (INFO lines) are dropped when the log shows no failure;
+* generic symptoms (NCCL system/internal error, CUDA OOM, invalid device ordinal) get a differential of
+  specific causes from the rest of the log (differential.py); undecided, they stay the headline with a
+  low confidence and a note saying what would decide;
 * order: by confidence, except that of two related diagnoses (one lists the other, or one
   category) within 0.05 of each other the one with the earlier evidence goes first — the first
   specific error is usually the cause and what follows its consequence. Between unrelated modes
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ddpdoctor.catalog.model import CLUE, CONSEQUENCE, FailureMode
+from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.rules import cross_line_rules, explained_hits
 
@@ -110,6 +114,8 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
         evidence.setdefault(fid, []).extend(evs)
 
     cross_line_rules(col, add)
+    caps = Caps()  # generic symptoms: their differential, and a low cap when the log does not decide
+    differential(col, add, caps)
 
     out: list[Diagnosis] = []
     for fid, ws in weights.items():
@@ -118,7 +124,8 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
         clue_only = roles.get(fid, set()) <= {CLUE}
         if clue_only and not col.failed:
             continue  # an INFO line in a log that shows no failure is not a diagnosis
-        conf = _combine(ws)
+        conf = min(_combine(ws), caps.cap.get(fid, 1.0))
+        notes.setdefault(fid, []).extend(caps.notes.get(fid, []))
         if clue_only:  # INFO lines alone only make a failure possible, never likely
             conf = min(conf, CLUE_ONLY_MAX)
         out.append(Diagnosis(fm, conf, evs, notes.get(fid, []), clue_only=clue_only))

@@ -10,6 +10,8 @@ from ddpdoctor.model import Report
 from ddpdoctor.render.text import fix_lines
 
 SHOW_FULL = 0.35        # diagnoses at or above this confidence get a full section
+LOW = 0.5               # below this a diagnosis is marked "low confidence" and weaker alternatives are shown
+MAX_ALTERNATIVES = 2    # weaker alternatives shown in full under a weak best diagnosis (3 when none is shown in full)
 MAX_SECTIONS = 5
 MAX_EVIDENCE_TEXT = 3   # evidence lines shown per diagnosis in text
 MAX_EVIDENCE_JSON = 8
@@ -46,6 +48,7 @@ def _diag_dict(ex: Explanation, d: Diagnosis) -> dict:
         "category": fm.category,
         "kind": "consequence" if fm.kind == CONSEQUENCE else "root cause",
         "confidence": round(d.confidence, 2),
+        "low_confidence": d.confidence < LOW,
         "evidence": [e.to_dict() for e in d.evidence[:MAX_EVIDENCE_JSON]],
         "fix": fix,
         "confirm": ex.confirm.fill(fm.confirm) if fm.confirm else "",
@@ -90,13 +93,22 @@ def render_text(ex: Explanation, *, colour: bool = False) -> str:
         return "\n".join(out) + "\n"
     if not full:
         out += ["", "No line in this log points clearly at a cause; possible:"]
+    elif full[0].confidence < LOW and full[0].notes and full[0].notes[0].startswith("low confidence"):
+        out += ["", "This log shows a generic error, not its cause: the candidates below come from the rest of the "
+                    "log, with what would decide between them."]
     elif all(d.failure.kind == CONSEQUENCE for d in full):
         out += ["", "This log shows consequences only; the cause is in another rank's or node's log."]
     numbers = {d.failure.id: i for i, d in enumerate(full, 1)}
     for i, d in enumerate(full, 1):
         out += [""] + _section(ex, d, i, numbers, p)
-    if rest:
-        out += ["", "also possible: " + ", ".join(f"{d.failure.id} ({_pct(d.confidence)})" for d in rest)]
+    # Top-3 honesty: under a weak best diagnosis, the next candidates with why they came up and what decides.
+    weak = not full or full[0].confidence < LOW
+    alts = rest[:MAX_ALTERNATIVES + (not full)] if weak else []
+    for d in alts:
+        out += [""] + _alternative(d, p)
+    others = [d for d in rest if d not in alts]
+    if others:
+        out += ["", "also possible: " + ", ".join(f"{d.failure.id} ({_pct(d.confidence)})" for d in others)]
     return "\n".join(out) + "\n"
 
 
@@ -107,6 +119,8 @@ def _section(ex: Explanation, d: Diagnosis, i: int, numbers: dict, p: _Paint) ->
     else:
         role = "root cause"
     head = f"{i}. {p(fm.id, '1;31' if fm.kind != CONSEQUENCE else '1;33')}  {_pct(d.confidence)}  {role}"
+    if d.confidence < LOW:
+        head += "  (low confidence)"
     if d.origin:
         head += "  on " + " ".join(f"{k} {v}" for k, v in d.origin.items())
     out = [head, f"   {fm.title}"]
@@ -123,6 +137,19 @@ def _section(ex: Explanation, d: Diagnosis, i: int, numbers: dict, p: _Paint) ->
         checks = f"   (checks {', '.join(fm.checks)})" if fm.checks else ""
         out.append(f"   confirm: {ex.confirm.fill(fm.confirm)}{checks}")
     out.append(p(f"   more: ddpdoctor explain {fm.id}", "2"))
+    return out
+
+
+def _alternative(d: Diagnosis, p: _Paint) -> list[str]:
+    """A weaker candidate: one line of title, why it came up (and what would decide), its first evidence."""
+    fm = d.failure
+    out = [f"   weaker alternative: {p(fm.id, '1')}  {_pct(d.confidence)}  {fm.title}"]
+    for note in d.notes[:2]:
+        out.append(f"     {p('why:', '2')} {note}")
+    if d.evidence:
+        e = d.evidence[0]
+        out.append(f"     evidence: line {e.line}: {_clip(e.text)}")
+    out.append(p(f"     more: ddpdoctor explain {fm.id}", "2"))
     return out
 
 
