@@ -28,6 +28,22 @@ def dump_dirs(ranks: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
+def _loaded(dirs: Iterable[str]):
+    """(dir, dumps, skipped, error) for each directory that exists, in order: `dumps` empty and
+    `error` set when flightrec cannot read it (BadDump: no dump yet, or unreadable ones)."""
+    from ddpdoctor import flightrec
+
+    for d in dirs:
+        if not os.path.isdir(d):
+            continue
+        try:
+            dumps, skipped = flightrec.load_dir(d)
+        except flightrec.BadDump as e:
+            yield d, [], [], str(e)
+            continue
+        yield d, dumps, skipped, ""
+
+
 def flight_recorder(dirs: Iterable[str]) -> dict[str, Any]:
     """{} when no directory is known; else the first directory's verdict, or why there is none."""
     from ddpdoctor import flightrec
@@ -36,14 +52,10 @@ def flight_recorder(dirs: Iterable[str]) -> dict[str, Any]:
     dirs = list(dirs)
     if not dirs:
         return {}
-    for d in dirs:
-        if not os.path.isdir(d):
-            continue
-        try:
-            dumps, skipped = flightrec.load_dir(d)
-        except flightrec.BadDump as e:
+    for d, dumps, skipped, error in _loaded(dirs):
+        if error:
             if any(os.scandir(d)):
-                return {"dir": d, "error": str(e)}
+                return {"dir": d, "error": error}
             continue
         return {"dir": d, "verdict": to_dict(flightrec.analyze(dumps, skipped))}
     return {"dir": dirs[0], "empty": True}
@@ -52,17 +64,11 @@ def flight_recorder(dirs: Iterable[str]) -> dict[str, Any]:
 def node_dumps(dirs: Iterable[str]) -> list[dict[str, Any]]:
     """This node's dumps as plain data (flightrec.dumps.to_wire) for `inspect --gather`: the first
     node judges every node's together, so dumps on node-local disks count too."""
-    from ddpdoctor import flightrec
     from ddpdoctor.flightrec.dumps import to_wire
 
-    for d in dirs:
-        if not os.path.isdir(d):
-            continue
-        try:
-            dumps, _ = flightrec.load_dir(d)
-        except flightrec.BadDump:
-            continue
-        return [{**to_wire(x), "dir": d} for x in dumps]
+    for d, dumps, _, error in _loaded(dirs):
+        if not error:
+            return [{**to_wire(x), "dir": d} for x in dumps]
     return []
 
 

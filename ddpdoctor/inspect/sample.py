@@ -83,7 +83,7 @@ def _stacks(procs, dump_timeout: float, fallback):
     if fallback is not None and denied:
         got = fallback([{"rank": p.rank, "pid": p.pid, "env": dict(p.env), "world_size": p.world_size} for p in denied],
                        dump_timeout)
-        dumps.update({pid: d for pid, d in got.items() if d.ok or pid not in dumps})
+        dumps.update({pid: d for pid, d in got.items() if d.ok})  # else py-spy's refusal stands
     return dumps
 
 
