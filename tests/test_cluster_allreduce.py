@@ -3,11 +3,11 @@ agree, a rank whose peer never comes fails within its bound instead of hanging."
 from __future__ import annotations
 
 import datetime
-import socket
 import threading
 import time
 
 import pytest
+from ports import free_port
 
 torch = pytest.importorskip("torch")
 
@@ -16,9 +16,7 @@ from ddpdoctor.cluster.allreduce import pair_allreduce, pair_prefix  # noqa: E40
 
 def _store():
     from torch.distributed import TCPStore
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     return TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=10),
                     wait_for_workers=False), port
 

@@ -10,6 +10,7 @@ from ddpdoctor.checks import inspect as J
 from ddpdoctor.inspect import armed
 from ddpdoctor.model import Severity
 from ddpdoctor.registry import Skip
+from ports import free_port
 
 FR = Path(__file__).parent / "flightrec"
 
@@ -53,16 +54,13 @@ def test_debug_server_source_says_why_when_there_is_nothing_to_read():
     """--debug-server on a job without one: one line each, never a hang (the live case is in
     tests/test_inspect_lab.py)."""
     import datetime
-    import socket
     import time
 
     torch = pytest.importorskip("torch")
     from ddpdoctor.inspect import debugserver
 
     assert "no MASTER_ADDR" in debugserver.flight_recorder([{"env": {}}])["error"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     store = torch.distributed.TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=5),
                                        wait_for_workers=False)
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}

@@ -7,6 +7,7 @@ from ddpdoctor.checks import inspect as J
 from ddpdoctor.inspect import gather
 from ddpdoctor.render.inspect import where_table
 from ddpdoctor.validate import BadInput
+from ports import free_port
 
 
 def test_the_step_index_comes_from_the_node_list_and_the_first_node_listens():
@@ -66,9 +67,7 @@ def test_two_nodes_meet_over_a_real_socket_and_a_foreign_message_is_ignored():
 
     from ddpdoctor.inspect.sample import InspectFacts, NoJob
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     steps = [gather.Step(i, 2, f"n{i + 1}", ("n1", "n2"), "127.0.0.1", port, "9.0", True) for i in range(2)]
 
     def facts(node):

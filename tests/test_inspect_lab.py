@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parent.parent
@@ -258,10 +259,7 @@ def test_debug_server_live_flight_recorder_names_the_odd_rank(job):
     """A job that called torch.distributed.debug.start_debug_server(): `--debug-server` reads every
     rank's live flight-recorder buffer (no dump written yet, no timeout waited for) and DD516 names
     rank 1, which called broadcast where rank 0 called all_reduce. The job keeps running unchanged."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     j = job(2, "other", env={"HANG_DEBUG_SERVER": str(port), "TORCH_FR_BUFFER_SIZE": "2000"})
     j.wait_ready()
     before = _workers(j.proc.pid)
@@ -280,10 +278,7 @@ def test_debug_server_stacks_stand_in_where_ptrace_is_denied(job, tmp_path):
     debug server (faulthandler's traceback, no ptrace) and still names the odd rank with its line.
     The refusal is the one boundary faked: a py-spy stand-in (DDPDOCTOR_PYSPY) that prints py-spy's
     permission error; the job, its debug server and the stacks are real."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     denied = tmp_path / "py-spy"
     denied.write_text("#!/bin/sh\necho \"Error: Permission Denied: Try running again with elevated permissions\" >&2\n"
                       "exit 1\n")

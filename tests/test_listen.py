@@ -9,14 +9,9 @@ import time
 from ddpdoctor.peerprobe import protocol as handshake
 from ddpdoctor.peerprobe.server import ListenError, listen
 from ddpdoctor.probes import sockets
+from ports import free_port
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def test_worker_handshake_reaches_both_ports_and_listener_stops_at_expect():

@@ -13,6 +13,7 @@ from ddpdoctor.probes.nics import Nic
 from ddpdoctor.probes.pathmtu import Bulk, Sweep
 from ddpdoctor.probes.sockets import OPEN, Route, TcpProbe
 from ddpdoctor.runner import run_checks
+from ports import free_port
 
 MiB = 1 << 20
 ETH0 = Nic("eth0", True, ("198.18.1.2",), (), 9000, 0)
@@ -84,16 +85,10 @@ def test_old_listener_without_bulk_skips():
     assert r["DD110"].status is Status.SKIP and r["DD111"].status is Status.SKIP
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def test_bulk_round_trip_against_the_real_probe_server_reports_its_mtu():
-    port = _free_port()
+    port = free_port()
     events = []
     server = ProbeServer(port, "node1", on_event=events.append)
     try:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DD = [sys.executable, "-m", "ddpdoctor"]
@@ -121,11 +122,7 @@ def test_prolog_json_error_paths_print_a_json_error(tmp_path):
 
 @pytest.mark.parametrize("how", ["closed", "broken"])
 def test_listen_with_closed_stdout_still_exits_by_its_verdict(how):
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     cp = _run(["network", "--listen", "--port", str(port), "--timeout", "0.5"], stdout=how)
     assert cp.returncode == 1, cp.stderr  # nobody came
     assert "internal error" not in cp.stderr and "Traceback" not in cp.stderr
