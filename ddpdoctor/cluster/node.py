@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from ddpdoctor.cluster.launch import Launch
 from ddpdoctor.cluster.node_facts import addr_mtus, key_env, local_addrs, settings, versions
 from ddpdoctor.cluster.peers import ProbeListener, pair_tests, peer_set, probe_all
-from ddpdoctor.cluster.store import KEY_PREFIX, StoreError, connect_store, gather, get_json, wait_keys
+from ddpdoctor.cluster.store import StoreError, connect_store, gather, get_json, run_prefix, wait_keys
 from ddpdoctor.cluster.store import has as store_has
 
 
@@ -97,7 +97,7 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
         t_probe = time.monotonic()
         probes = probe_all(targets, port=opts.port, me=host, timeout=opts.probe_timeout)
         pair1 = pair_tests(probes, port=opts.port, probe_timeout=opts.probe_timeout,
-                           allreduce=(launch.store_host, launch.store_port, f"{KEY_PREFIX}/{launch.run_id}/round1",
+                           allreduce=(launch.store_host, launch.store_port, run_prefix(launch) + "round1",
                                       launch.index)) if use_pairs else {}
         t_probed = time.monotonic()
         lt.join(max(0.0, end - time.monotonic() - 1))
@@ -118,17 +118,11 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
                 j: {"name": (run.hellos.get(j) or {}).get("node") or (launch.names[j] if launch.names else None)
                     or _hello_name(store, j), "eport": (run.hellos.get(j) or {}).get("eport"), "hello": True,
                     "expect": ()} for j in js}, host=host, end=end)
-            if launch.index == 0:
-                run.gathered[0] = {**run.gathered.get(0, record), "incoming": list(listener.incoming)}
-                store.set("done", "1")
-            else:
-                try:
-                    wait_keys(store, ["done"], end + 5.0, poll=0.1)
-                except Exception:  # noqa: BLE001
-                    pass
         elif launch.index == 0:
             run.gathered = gather(store, launch.world, end - 0.5)
-            run.gathered[0] = {**record, "incoming": list(listener.incoming)}
+            run.gathered[0] = record  # this node's own record, not its copy through the store
+        if launch.index == 0:
+            run.gathered[0] = {**run.gathered.get(0, record), "incoming": list(listener.incoming)}
             store.set("done", "1")
         else:
             try:
@@ -204,7 +198,7 @@ def pairing_rounds(store, launch: Launch, opts: Options, record: dict, *, target
         probes2 = probe_all(targets_of(mine), port=opts.port, me=host, timeout=opts.probe_timeout)
         rec2 = {"probes2": {str(j): p for j, p in probes2.items()}, "pairs2": pair_tests(probes2, port=opts.port, probe_timeout=opts.probe_timeout,
                                        allreduce=(launch.store_host, launch.store_port,
-                                                  f"{KEY_PREFIX}/{launch.run_id}/round2", me))}
+                                                  run_prefix(launch) + "round2", me))}
         store.set(f"result2/{me}", json.dumps(rec2))
         if me == 0:
             record.update(rec2)

@@ -14,6 +14,11 @@ class StoreError(Exception):
     pass
 
 
+def run_prefix(launch) -> str:
+    """This run's key space in the store ("ddpdoctor/cluster/<job>.<step>/"): several runs may share it."""
+    return f"{KEY_PREFIX}/{launch.run_id}/"
+
+
 def connect_store(launch, timeout: float):
     """The c10d TCPStore every node publishes in (torch imported here, and only here)."""
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # no C++ warnings for our polling
@@ -29,7 +34,7 @@ def connect_store(launch, timeout: float):
         what = "host" if launch.host_store else "reach"
         raise StoreError(f"could not {what} the store at {launch.store_host}:{launch.store_port}: "
                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    return PrefixStore(f"{KEY_PREFIX}/{launch.run_id}/", store)
+    return PrefixStore(run_prefix(launch), store)
 
 
 def has(store, key: str) -> bool:
