@@ -5,6 +5,7 @@ import difflib
 import ipaddress
 import re
 
+from ddpdoctor.facts import EnvContext
 from ddpdoctor.knownvars import KNOWN, WATCHED_PREFIXES
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import check
@@ -50,7 +51,7 @@ def _did_you_mean_ip(value: str) -> str:
     return ""
 
 
-@check("DD801", "MASTER_ADDR / MASTER_PORT are well-formed", category="env", tags={"network", "smoke"}, timeout=2)
+@check("DD801", "MASTER_ADDR / MASTER_PORT are well-formed", category="env", tags={"network", "smoke"}, timeout=2, context=EnvContext)
 def master_vars_wellformed(ctx):
     """## What it checks
     `MASTER_ADDR` is a hostname or IP address (an "address" like `1720.30.23.101` is caught),
@@ -105,7 +106,7 @@ def _int_var(env, name, findings) -> int | None:
     return n
 
 
-@check("DD802", "rank variables are consistent", category="env", tags={"network", "smoke"}, timeout=2)
+@check("DD802", "rank variables are consistent", category="env", tags={"network", "smoke"}, timeout=2, context=EnvContext)
 def rank_vars_consistent(ctx):
     """## What it checks
     `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `NODE_RANK`/`GROUP_RANK`: integers,
@@ -143,7 +144,7 @@ def rank_vars_consistent(ctx):
     yield from out
 
 
-@check("DD803", "the rendezvous endpoint is well-formed", category="env", tags={"network", "smoke"}, timeout=2)
+@check("DD803", "the rendezvous endpoint is well-formed", category="env", tags={"network", "smoke"}, timeout=2, context=EnvContext)
 def rdzv_endpoint_wellformed(ctx):
     """## What it checks
     `PET_RDZV_ENDPOINT` (torchrun's `--rdzv-endpoint` given through the environment) and
@@ -255,7 +256,7 @@ def suggest_name(name: str) -> str | None:
     return close[0] if close else None
 
 
-@check("DD804", "no misspelled NCCL_/GLOO_/TORCH_ variables", category="env", tags={"network", "smoke", "prolog"}, timeout=2)
+@check("DD804", "no misspelled NCCL_/GLOO_/TORCH_ variables", category="env", tags={"network", "smoke", "prolog"}, timeout=2, context=EnvContext)
 def no_misspelled_vars(ctx):
     """## What it checks
     Every environment variable that looks like one torch, torchrun, Gloo or NCCL reads (same
