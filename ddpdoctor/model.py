@@ -172,3 +172,6 @@ def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+jsonable = _jsonable  # for render/json.py: documents other than a Report go through the same conversion

@@ -185,3 +185,14 @@ def test_rules_catch_a_violation():
     deps = _imports(PKG / "checks" / "x.py", src)
     assert deps == {"ddpdoctor.smoke.plan", "ddpdoctor.cli", "ddpdoctor.checks.gpu", "ddpdoctor.siteconfig"}
     assert [d for d in deps if not _allowed(d, CHECKS_MAY_IMPORT)] != []
+
+
+def test_commands_write_json_only_through_render_json():
+    """One writer of JSON (render/json.py: strict, NaN -> null, one error shape): cli/ calls it."""
+    bad = []
+    for path in sorted((PKG / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Attribute) and node.attr in ("dumps", "dump")
+                    and isinstance(node.value, ast.Name) and node.value.id == "json"):
+                bad.append(f"{path.name}:{node.lineno}")
+    assert not bad, f"json.dumps in cli/ (use ddpdoctor.render.json): {bad}"

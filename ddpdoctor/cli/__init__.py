@@ -6,7 +6,6 @@ configuration error, 3 ddpdoctor itself crashed.
 """
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
@@ -56,8 +55,8 @@ def fail_usage(msg: str, *, code: int = EXIT_USAGE, kind: str = "usage") -> None
     args = sys.argv[1:]
     if _json_wanted(args):
         from ddpdoctor.cli.common import write_stdout
-        write_stdout(json.dumps({"schema": 1, "command": _subcommand(args) or "ddpdoctor", "exit_code": code,
-                                 "error": {"kind": kind, "message": msg}}, indent=2) + "\n")
+        from ddpdoctor.render import json as rj
+        write_stdout(rj.error(_subcommand(args) or "ddpdoctor", code, kind, msg) + "\n")
     click.echo(f"ddpdoctor: error: {msg}", err=True)
     sys.exit(code)
 

@@ -14,7 +14,6 @@ deadline (5 s by default, Python's start-up included) and a watchdog behind it.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -35,8 +34,8 @@ TASK_DEADLINE = 5.0     # prolog --task: Slurm waits for it before the task star
 def _json_error(msg: str, code: int, kind: str = "usage") -> None:
     """--json: a consumer parsing stdout gets a JSON document on error paths too."""
     from ddpdoctor.cli.common import write_stdout
-    write_stdout(json.dumps({"schema": 1, "command": "prolog", "exit_code": code,
-                             "error": {"kind": kind, "message": msg}}, indent=2) + "\n")
+    from ddpdoctor.render import json as rj
+    write_stdout(rj.error("prolog", code, kind, msg) + "\n")
 
 
 def _write_stderr(text: str) -> None:
