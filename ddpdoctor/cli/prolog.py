@@ -177,7 +177,7 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
     ctx = PrologFacts(config=cfg)
     checks = registry.select("prolog", select=(*cfg.select, *select), ignore=(*cfg.ignore, *ignore))
     t0 = time.monotonic()
-    results = runner.run_checks(checks, ctx, deadline=max(0.1, budget - 0.1))
+    results = runner.run_checks(checks, ctx, deadline=max(0.1, budget - 0.1), silenced=cfg.silenced)
     verdict, results = judge(results, cfg, strict=strict)
     node = node or ctx.node_name
     drain_error = ""
