@@ -88,3 +88,19 @@ def test_list_checks_is_sorted_by_id():
     from ddpdoctor.cli.list_checks import list_checks
     ids = [line.split()[0] for line in CliRunner().invoke(list_checks, []).output.splitlines() if line.strip()]
     assert len(ids) == len(registry.load_all()) and ids == sorted(ids)
+
+
+def test_every_finding_kind_is_a_word_a_site_can_silence():
+    """kind= literals in checks/ fit siteconfig's finding-id grammar (else [checks] silenced could not name them)."""
+    import ast
+    import re
+    from pathlib import Path
+    from ddpdoctor.model import DEFAULT_KIND, KIND_RE
+    kinds = set()
+    for p in (Path(registry.__file__).parent / "checks").glob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "kind" and isinstance(node.value, ast.Constant):
+                kinds.add(node.value.value)
+    assert len(kinds) > 20  # the walker finds them
+    bad = sorted(k for k in kinds | {DEFAULT_KIND} if not re.fullmatch(KIND_RE, k))
+    assert not bad, bad

@@ -135,7 +135,7 @@ def _phase_findings(ctx):
     failed = {r for r, _ in errors}
     failures = [Finding(Severity.ERROR, f"rank {r} (pid {ctx.records[r].pid}, {ctx.records[r].host}) "
                                         f"failed in phase '{err.phase}': {err.message}",
-                        hint=err.hint, evidence={"rank": r, **err.to_dict()}) for r, err in errors]
+                        hint=err.hint, evidence={"rank": r, **err.to_dict()}, kind="rank-error") for r, err in errors]
     if verdict:
         states = verdict["states"]
         bad = culprits(states)
@@ -156,7 +156,7 @@ def _phase_findings(ctx):
         for st in states:  # a failure only the watchdog's states carry (the rank sent no record)
             if st.get("error") and st["rank"] not in failed and not st.get("relayed"):
                 failures.append(Finding(Severity.ERROR, f"{_who(st)} failed in phase '{st.get('phase') or '?'}': "
-                                                        f"{st['error']}", evidence={"rank": st["rank"], "error": st["error"]}))
+                                                        f"{st['error']}", evidence={"rank": st["rank"], "error": st["error"]}, kind="rank-error"))
                 failed.add(st["rank"])
         # When a rank failed, the others wait for it: never "a transport problem".
         if not bad and not failed and verdict.get("kind") != "terminated":
@@ -170,14 +170,14 @@ def _phase_findings(ctx):
                                   commands=("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET ddpdoctor smoke ...",
                                             "ddpdoctor network --master $MASTER_ADDR"),
                                   env={"NCCL_DEBUG": "INFO"}),
-                          evidence=verdict)
+                          evidence=verdict, kind="collective-hang")
         reported = {r for r, _ in errors}  # a rank that reported its own error is named by it, not twice
         for st in sorted((s for s in bad if s["rank"] not in reported), key=lambda s: (s.get("index", -1), s["rank"])):
             msg, fix = _culprit_line(st)
             extra = f"; ended by ddpdoctor: {st['ended_by_ddpdoctor']}" if st.get("ended_by_ddpdoctor") else ""
             if st.get("relayed"):
                 extra += "; as rank 0 last saw it"
-            yield Finding(Severity.ERROR, msg, hint=detected + where + extra, fix=fix, evidence=st)
+            yield Finding(Severity.ERROR, msg, hint=detected + where + extra, fix=fix, evidence=st, kind="hang")
     yield from failures
     if verdict or errors:
         return
@@ -415,7 +415,7 @@ def backend_fits(ctx):
                       hint="a CPU-only torch build, CUDA_VISIBLE_DEVICES empty, or more processes than GPUs on those hosts",
                       fix=Fix("check the GPUs torch sees on those hosts",
                               commands=("python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'",)),
-                      evidence={"with_gpu": with_gpu, "without_gpu": without})
+                      evidence={"with_gpu": with_gpu, "without_gpu": without}, kind="no-gpu")
     elif ctx.cfg.backend == "nccl" and without:
         yield Finding(Severity.ERROR, "--backend nccl, but no rank has a usable GPU",
                       fix=Fix("run on GPU hosts with a CUDA build of torch, or use --backend gloo"), kind="no-gpu")

@@ -320,9 +320,9 @@ def first_family_reachable(ctx):
                       f"it silently drops port {ctx.port}: the connect waits the whole store timeout there and never "
                       f"tries {good} ({_family(good)}), which answers",
                       hint=f"order c10d uses (getaddrinfo AF_INET6 + AI_V4MAPPED|AI_ALL on {ctx.hostname}): {listing}",
-                      fix=fix, evidence=ev)
+                      fix=fix, evidence=ev, kind="family-dropped")
         return
     yield Finding(Severity.WARNING,
                   f"torch's c10d tries {ctx.master}'s {first} ({_family(first)}) first: {states[first]}; it then "
                   f"moves on to {good} ({_family(good)}), which answers: works, after a failed attempt per connect",
-                  hint=f"order: {listing}", fix=fix, evidence=ev)
+                  hint=f"order: {listing}", fix=fix, evidence=ev, kind="family-fallback")

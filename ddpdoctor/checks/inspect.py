@@ -134,7 +134,7 @@ def ranks_agree_on_collective(ctx):
             fix=Fix(f"make {_ranks(ranks)} reach {maj[0]} at {maj[1]}:{maj[2]} like the others: look for a "
                     f"rank-dependent branch before {key[1]}:{key[2]}"),
             evidence={"odd": ranks, "odd_at": list(key), "majority": groups[maj], "majority_at": list(maj),
-                      "nodes": sorted({st[r]["node"] for r in ranks})})
+                      "nodes": sorted({st[r]["node"] for r in ranks})}, kind="diverged")
 
 
 @check("DD511", "every rank of the job on this node is alive", category="distributed", tags={"inspect"}, timeout=2)
@@ -227,7 +227,7 @@ def ranks_not_in_collective(ctx):
                       hint=f"pid {s['pid']}: {s.get('why', '')}; it never reaches the collective the others wait in",
                       fix=Fix(f"see why rank {rank} blocks at {_at(w)}",
                               commands=(f"py-spy dump --pid {s['pid']} --native   # with C frames",)),
-                      evidence={"rank": rank, "pid": s["pid"], "where": w, "majority_at": list(maj)})
+                      evidence={"rank": rank, "pid": s["pid"], "where": w, "majority_at": list(maj)}, kind="elsewhere")
 
 
 @check("DD513", "the job makes progress", category="distributed", tags={"inspect"}, timeout=2)
@@ -270,7 +270,7 @@ def job_makes_progress(ctx):
                   hint="same stack in every sample",
                   fix=Fix("inspect the other nodes of the job",
                           commands=("srun --jobid $SLURM_JOB_ID --overlap -N $SLURM_NNODES --ntasks-per-node 1 ddpdoctor inspect",)),
-                  evidence={"ranks": ranks, "at": [call, file, line], "elsewhere": elsewhere})
+                  evidence={"ranks": ranks, "at": [call, file, line], "elsewhere": elsewhere}, kind="all-waiting")
 
 
 @check("DD514", "py-spy reads every rank's stack", category="distributed", tags={"inspect"}, timeout=2)
@@ -353,14 +353,14 @@ def _memory_findings(snap, recs, pid_namespace_differs):
                       "NVML reports pids of another pid namespace (a container): cannot map GPU memory to ranks here",
                       hint=f"NVML pids {sorted(seen)[:8]} match none of the job's pids {sorted(ours)[:8]}",
                       fix=Fix("run ddpdoctor inspect on the host, or in the job's container with --pid=host"),
-                      evidence={"nvml_pids": sorted(seen), "rank_pids": sorted(ours)})
+                      evidence={"nvml_pids": sorted(seen), "rank_pids": sorted(ours)}, kind="pid-namespace")
         return
     for m in misplaced(nvml_records(recs, snap)):
         yield Finding(Severity.ERROR,
                       f"rank {m['rank']} (pid {m['pid']}) holds {mib(m['used'])} on GPU {m['gpu']}, its own GPU is {m['own_gpu']}",
                       hint="a CUDA call ran before torch.cuda.set_device(local_rank), or torch.load without map_location",
                       fix=Fix("bind each process to its own GPU before any CUDA call", code=SET_DEVICE_CODE),
-                      evidence={k: m[k] for k in ("rank", "pid", "gpu", "uuid", "used", "own_gpu")})
+                      evidence={k: m[k] for k in ("rank", "pid", "gpu", "uuid", "used", "own_gpu")}, kind="wrong-gpu")
 
 
 @check("DD515", "every node of the step reported its ranks (inspect --gather)", category="distributed",
@@ -451,7 +451,7 @@ def flight_recorder_agrees(ctx):
                           f"flight recorder: {_ranks(g['not_entered'])} never entered {at}; "
                           f"{_ranks(g.get('waiting') or [])} wait in it{tail}",
                           hint=where, fix=Fix(f"see what {_ranks(g['not_entered'])} did instead of {at}", commands=more),
-                          evidence=ev)
+                          evidence=ev, kind="never-entered")
         elif st == "mismatch":
             vs = sorted(g.get("variants") or [], key=lambda x: -len(x.get("ranks") or []))
             odd = "; ".join(f"{_ranks(x['ranks'])} called {x['op']}" for x in vs[1:])
@@ -459,11 +459,11 @@ def flight_recorder_agrees(ctx):
                           f"flight recorder: at {at} {odd} while {_ranks(vs[0]['ranks'])} called {vs[0]['op']}{tail}"
                           if vs else f"flight recorder: ranks called different collectives at {at}{tail}",
                           hint=where, fix=Fix("make every rank issue the same collectives in the same order", commands=more),
-                          evidence=ev)
+                          evidence=ev, kind="mismatch")
         elif st == "stuck":
             yield Finding(Severity.WARNING,
                           f"flight recorder: every dumped rank entered {at} and none completed it{tail}",
-                          hint=g.get("note", ""), evidence=ev)
+                          hint=g.get("note", ""), evidence=ev, kind="none-completed")
         else:
             continue
         return

@@ -259,7 +259,7 @@ def path_mtu_carries_full_frames(ctx):
     if full.complete:
         yield Finding(Severity.INFO, f"1 MiB each way between {here} and {there} in "
                       f"{full.up_s:.2f} s / {full.down_s:.2f} s"
-                      + (f"; largest don't-fragment packet {largest} bytes" if largest else ""), evidence=ev)
+                      + (f"; largest don't-fragment packet {largest} bytes" if largest else ""), evidence=ev, kind="ok")
         return
     clamped = pm.clamped
     if full.stalled and clamped is not None and clamped.complete:
@@ -280,7 +280,7 @@ def path_mtu_carries_full_frames(ctx):
                     (f"sudo ip link set {pm.local_if} mtu {passes}   # on {ctx.hostname}",
                      f"sudo ip link set {pm.peer_if} mtu {passes}   # on {h.peer_host or ctx.master}",
                      f"ping -M do -s {pm.local_mtu - 28} -c 1 {ctx.master_addr}   # passes once fixed")),
-            evidence=ev)
+            evidence=ev, kind="mtu-black-hole")
         return
     if full.stalled:
         if clamped is None:
@@ -294,13 +294,13 @@ def path_mtu_carries_full_frames(ctx):
                       f"bulk TCP to {there} stalls: nothing of 1 MiB arrived within the deadline although the "
                       f"connection opened{also}",
                       hint="a firewall or shaper that drops by length or rate, or a broken link; low confidence "
-                           "in the cause, high in the symptom", evidence=ev)
+                           "in the cause, high in the symptom", evidence=ev, kind="stall")
         return
     rate = _mib_s(min(full.sent_ok, full.back_ok), max(full.up_s, full.down_s, 1e-3))
     yield Finding(Severity.WARNING,
                   f"slow link to {there}: {full.sent_ok} bytes up and {full.back_ok} down of 1 MiB within "
                   f"the deadline (about {rate}); data flows, so not an MTU black hole",
-                  hint="a congested or shaped link; collectives will be slow, not stuck", evidence=ev)
+                  hint="a congested or shaped link; collectives will be slow, not stuck", evidence=ev, kind="slow")
 
 
 @check("DD111", "this host's MTU matches the master's", category="reachability", tags={"network"}, timeout=12)
@@ -329,7 +329,7 @@ def mtu_matches_master(ctx):
     ev = {"local_if": pm.local_if, "local_mtu": pm.local_mtu, "peer_if": pm.peer_if, "peer_mtu": pm.peer_mtu}
     if pm.local_mtu == pm.peer_mtu:
         yield Finding(Severity.INFO, f"MTU {pm.local_mtu} on {ctx.hostname} {pm.local_if} and on "
-                      f"{h.peer_host or ctx.master} {pm.peer_if}", evidence=ev)
+                      f"{h.peer_host or ctx.master} {pm.peer_if}", evidence=ev, kind="ok")
         return
     low = min(pm.local_mtu, pm.peer_mtu)
     yield Finding(Severity.WARNING,
@@ -338,4 +338,4 @@ def mtu_matches_master(ctx):
                   hint="DD110 says whether full-size packets still get through",
                   fix=Fix(f"set the same MTU on every node and switch port (e.g. {low})",
                           (f"sudo ip link set {pm.local_if if pm.local_mtu > low else pm.peer_if} mtu {low}",)),
-                  evidence=ev)
+                  evidence=ev, kind="mtu-mismatch")

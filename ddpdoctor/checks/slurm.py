@@ -214,7 +214,7 @@ def names_resolve_everywhere(ctx):
                           hint="a stale /etc/hosts line or DNS record points the name at another machine",
                           fix=Fix(f"correct {ctx.names[p.dst]}'s entry on {ctx.names[p.src]}",
                                   (f"getent ahosts {ctx.names[p.dst]}   # on {ctx.names[p.src]}",)),
-                          evidence={"node": ctx.names[p.dst], "on": ctx.names[p.src], "addr": p.probe.get("addr")})
+                          evidence={"node": ctx.names[p.dst], "on": ctx.names[p.src], "addr": p.probe.get("addr")}, kind="other-host")
     for i in range(ctx.world):
         for j_s, p in ((ctx.records.get(i) or {}).get("probes") or {}).items() if ctx.finished(i) else ():
             j = int(j_s)
@@ -225,7 +225,7 @@ def names_resolve_everywhere(ctx):
                               f"({', '.join(own)})",
                               fix=Fix(f"correct {ctx.names[j]}'s entry on {ctx.names[i]}",
                                       (f"getent ahosts {ctx.names[j]}   # on {ctx.names[i]}",)),
-                              evidence={"node": ctx.names[j], "on": ctx.names[i], "addr": p["addr"], "own": own})
+                              evidence={"node": ctx.names[j], "on": ctx.names[i], "addr": p["addr"], "own": own}, kind="not-own-addr")
 
 
 @check("DD713", "every pair of nodes connects on the rendezvous port", category="slurm", tags={"cluster"}, timeout=2)
