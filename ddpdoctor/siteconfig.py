@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ddpdoctor import units
+from ddpdoctor.model import KIND_RE
 from ddpdoctor.units import GiB
 from ddpdoctor.validate import BadInput
 
@@ -112,7 +113,7 @@ _PROLOG_KEYS = {"select", "ignore", "warn_only", "deadline", "probe_timeout", "d
 _TASK_KEYS = {"variables", "arm", "fr_entries", "fr_dir", "pg_timeout"}
 _THRESHOLD_KEYS = {f.name for f in dataclasses.fields(Thresholds)}
 _ID_PREFIX = re.compile(r"^DD\d{0,3}$", re.I)
-_FINDING_ID = re.compile(r"^(D[DL]\d{3})\.([a-z][a-z0-9_-]{0,31})$", re.I)  # model.KIND_RE after the dot
+_FINDING_ID = re.compile(rf"^(D[DL]\d{{3}})\.({KIND_RE})$", re.I)  # a finding's id: check id + kind
 
 
 def _ids(value: Any, what: str) -> tuple[str, ...]:
