@@ -5,7 +5,7 @@ The same text is printed by `ddpdoctor explain ID` and written under docs/refere
 """
 from __future__ import annotations
 
-from ddpdoctor import catalog, registry
+from ddpdoctor import catalog, finding_kinds, registry
 from ddpdoctor.catalog.model import CLUE, CONSEQUENCE, SYMPTOM, Confirm, FailureMode
 
 _ROLE_WORD = {SYMPTOM: "shared symptom", CLUE: "clue"}
@@ -67,6 +67,8 @@ def check_page(chk: registry.Check, *, links: bool = False) -> str:
     page = (f"# {chk.id}: {chk.title}\n\n"
             f"category: {chk.category} · commands: {', '.join(sorted(chk.tags)) or '-'}\n\n"
             f"{chk.doc}\n")
+    # The ids a site can silence in /etc/ddpdoctor.toml `[checks] silenced` (read from the check's code).
+    page += "\n## Finding ids\n\n" + finding_kinds.describe(chk.id, finding_kinds.kinds_of(chk.func)) + "\n"
     modes = catalog.failures_for_check(chk.id)
     if modes:
         page += "\n## Failure modes it catches\n\n" + "".join(f"- {ref(fm.id)} {fm.title}\n" for fm in modes)
