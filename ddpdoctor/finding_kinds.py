@@ -12,8 +12,8 @@ of pretending to know.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
-import textwrap
 from dataclasses import dataclass
 from types import FunctionType
 
@@ -74,16 +74,42 @@ def _callee(call: ast.Call, env: dict) -> FunctionType | None:
     return None
 
 
-def _walk(func: FunctionType, literal: set[str], computed: set[str], seen: set, depth: int) -> None:
-    if func in seen or depth > _MAX_DEPTH:
-        return
-    seen.add(func)
+@functools.lru_cache(maxsize=None)
+def _module_tree(path: str) -> tuple[str, dict[int, ast.AST]]:
+    """A source file parsed once: its text and its functions by first line (the first decorator's, as
+    `co_firstlineno` counts it)."""
+    with open(path, encoding="utf-8") as f:
+        src = f.read()
+    funcs = {}
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            funcs[node.decorator_list[0].lineno if node.decorator_list else node.lineno] = node
+    return src, funcs
+
+
+def _function_node(func: FunctionType) -> tuple[str, ast.AST] | None:
     try:
-        src = textwrap.dedent(inspect.getsource(func))
-        tree = ast.parse(src)
-    except (OSError, TypeError, SyntaxError):  # no source (a frozen build): nothing to say
-        return
+        path = inspect.getsourcefile(func)
+        if not path:
+            return None
+        src, funcs = _module_tree(path)
+    except (OSError, TypeError, SyntaxError, UnicodeDecodeError):  # no source (a frozen build): nothing to say
+        return None
+    node = funcs.get(func.__code__.co_firstlineno)
+    return (src, node) if node is not None else None
+
+
+@functools.lru_cache(maxsize=None)
+def _direct(func: FunctionType) -> tuple[frozenset[str], frozenset[str], tuple[FunctionType, ...]]:
+    """What one function's own code says: literal kinds, computed kind expressions, ddpdoctor functions it calls."""
+    found = _function_node(func)
+    if found is None:
+        return frozenset(), frozenset(), ()
+    src, tree = found
     env = func.__globals__
+    literal: set[str] = set()
+    computed: set[str] = set()
+    callees: list[FunctionType] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -92,16 +118,29 @@ def _walk(func: FunctionType, literal: set[str], computed: set[str], seen: set, 
             if kw is None:
                 literal.add(DEFAULT_KIND)
                 continue
-            found, unknown = _literals(kw.value, env)
-            literal |= found
+            kinds, unknown = _literals(kw.value, env)
+            literal |= kinds
             if unknown:
                 computed.add(ast.get_source_segment(src, kw.value) or ast.dump(kw.value))
             continue
         callee = _callee(node, env)
-        if callee is not None:
-            _walk(callee, literal, computed, seen, depth + 1)
+        if callee is not None and callee is not func:
+            callees.append(callee)
+    return frozenset(literal), frozenset(computed), tuple(callees)
 
 
+def _walk(func: FunctionType, literal: set[str], computed: set[str], seen: set, depth: int) -> None:
+    if func in seen or depth > _MAX_DEPTH:
+        return
+    seen.add(func)
+    lit, comp, callees = _direct(func)
+    literal |= lit
+    computed |= comp
+    for callee in callees:
+        _walk(callee, literal, computed, seen, depth + 1)
+
+
+@functools.lru_cache(maxsize=None)
 def kinds_of(func: FunctionType) -> Kinds:
     """The kinds of the findings `func` (a check's function) can yield."""
     literal: set[str] = set()

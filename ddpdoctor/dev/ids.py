@@ -9,8 +9,11 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
-# Where a used id leaves a trace: code, tests, documentation (its generated page outlives nothing).
-_SEARCHED = (("ddpdoctor", "*.py"), ("ddpdoctor", "*.toml"), ("tests", "*.py"), ("docs", "*.md"))
+# Where a used id leaves a trace: the package's code and data (a mode's `checks = [...]`, a siteconfig
+# example), now or in its git history. Not docs/ or tests/: a guide names a free id as its example, and
+# ddpdoctor/dev/ (these scaffolds) names example ids in its help.
+_SEARCHED = ("*.py", "*.toml")
+_EXCLUDED = "ddpdoctor/dev"
 
 
 class Refused(ValueError):
@@ -19,8 +22,10 @@ class Refused(ValueError):
 
 def _mentions(ident: str, root: Path) -> Path | None:
     word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(ident)}(?![A-Za-z0-9_])")
-    for folder, pattern in _SEARCHED:
-        for p in sorted((root / folder).rglob(pattern)):
+    for pattern in _SEARCHED:
+        for p in sorted((root / "ddpdoctor").rglob(pattern)):
+            if p.relative_to(root).as_posix().startswith(_EXCLUDED + "/"):
+                continue
             try:
                 if word.search(p.read_text(encoding="utf-8", errors="replace")):
                     return p
@@ -36,7 +41,7 @@ def _in_history(ident: str, root: Path) -> str:
         return ""
     try:
         p = subprocess.run([git, "-C", str(root), "log", "--all", "-1", "--format=%h %s", f"-S{ident}", "--",
-                            "ddpdoctor"], capture_output=True, text=True, timeout=20)
+                            "ddpdoctor", f":(exclude){_EXCLUDED}"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return p.stdout.strip() if p.returncode == 0 else ""
@@ -52,4 +57,13 @@ def id_in_use(ident: str, root: Path, *, registered: Mapping[str, object] = ()) 
     commit = _in_history(ident, root)
     if commit:
         return f"{ident} was used before (commit {commit[:60]}); ids are never reused: pick another"
+    return ""
+
+
+def next_free_check_id(digit: str, root: Path, registered: Mapping[str, object]) -> str:
+    """The lowest DD<digit>nn no code names now or named before (for a refusal's hint), or ''."""
+    for n in range(1, 100):
+        cand = f"DD{digit}{n:02d}"
+        if not id_in_use(cand, root, registered=registered):
+            return cand
     return ""

@@ -11,7 +11,7 @@ import collections
 import re
 from pathlib import Path
 
-from ddpdoctor.dev.ids import Refused, id_in_use
+from ddpdoctor.dev.ids import Refused, id_in_use, next_free_check_id
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS_DIR = ROOT / "ddpdoctor" / "checks"
@@ -122,7 +122,8 @@ def new_check(check_id: str, title: str, category: str, tags: str | None, module
     checks = list(registry.load_all().values())
     used = id_in_use(cid, ROOT, registered=registry.load_all())
     if used:
-        raise Refused(used)
+        free = next_free_check_id(cid[2], ROOT, registry.load_all())
+        raise Refused(used + (f" (the next free id in {category}: {free})" if free else ""))
     tag_list = [t.strip() for t in tags.split(",") if t.strip()] if tags else _default_tags(category, checks)
     unknown = sorted(set(tag_list) - commands.check_tags())
     if unknown:
