@@ -138,7 +138,8 @@ def new_check(check_id: str, title: str, category: str, tags: str | None, module
         raise Refused(f"{test} exists already")
     func = f"{cid.lower()}_" + "_".join(re.findall(r"[a-z0-9]+", title.lower()))[:60]
     text = path.read_text(encoding="utf-8") if path.exists() else \
-        f'"""Checks of {category}: TODO what this module judges."""\nfrom __future__ import annotations\n'
+        (f'"""Checks of {category}: TODO what this module judges."""\nfrom __future__ import annotations\n\n'
+         "from ddpdoctor.model import Finding, Fix, Severity\nfrom ddpdoctor.registry import Skip, check\n")
     text = _add_imports(text).rstrip("\n") + "\n" + CHECK_TEMPLATE.format(
         id=cid, title=title.strip(), category=category, tags="{" + ", ".join(f'"{t}"' for t in sorted(tag_list)) + "}",
         func=func, context=" or ".join(sorted(c.split(":")[-1] for c in contexts if c)))
