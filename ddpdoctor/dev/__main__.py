@@ -4,8 +4,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ddpdoctor.dev.ids import Refused
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse prints usage + message; the contract is one line
@@ -14,7 +12,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="python -m ddpdoctor.dev", description=(__import__("ddpdoctor.dev").dev.__doc__ or "").split("\n")[0])
+    import ddpdoctor.dev
+    ap = _Parser(prog="python -m ddpdoctor.dev", description=(ddpdoctor.dev.__doc__ or "").split("\n")[0])
     sub = ap.add_subparsers(dest="what", required=True, parser_class=_Parser)
     c = sub.add_parser("new-check", help="a check in ddpdoctor/checks/ and its unit test")
     c.add_argument("id", help="DD + 3 digits; the first digit is the category; never used before")
@@ -77,10 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             from ddpdoctor.dev.new_command import new_command
             paths = new_command(a.name, checks=not a.no_checks)
             step = "docs/writing-a-command.md"
-    except Refused as e:
-        print(f"{a.what}: error: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:  # a marker naming an unknown table, a registration refused while loading checks
+    except ValueError as e:  # Refused; a marker naming no table; a registration refused while loading checks
         print(f"{a.what}: error: {e}", file=sys.stderr)
         return 2
     for p in paths:
