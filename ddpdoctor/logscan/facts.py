@@ -111,7 +111,17 @@ FACTS = (
     # A traceback is a failure even when the paste stops before its last line (users often cut it).
     Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
          example="Traceback (most recent call last):"),
-    # The last line of a Python traceback: `SomeError: message` (with or without a module path).
-    Fact("exception", r"^(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error)(?::|$)", trigger="error",
-         example="RuntimeError: something went wrong"),
+    # The last line of a Python traceback: `SomeError: message` (with or without a module path; indented
+    # when a poster quoted it).
+    Fact("exception", r"^\s*(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error)(?::\s*(?P<msg>.*)|\s*$)",
+         trigger="error", example="RuntimeError: something went wrong"),
+    # Every frame of a traceback (CPython traceback.py: '  File "{}", line {}, in {}'): user_error.py keeps the
+    # last frame of the job's own code per rank, which names where an exception was raised. Same trigger as
+    # call_site: no extra pass over the log.
+    Fact("frame", r'File "(?P<file>[^"]+\.py)", line (?P<lineno>\d+), in (?P<func>[\w.<>]+)', trigger='.py", line ',
+         example='  File "/home/me/train.py", line 88, in train_step'),
+    # torchrun stopping the rest of the group after one worker failed (elastic/multiprocessing/api.py _close:
+    # "Sending process %s closing signal %s"; torch 2.4+ keeps the wording, older logs add "the").
+    Fact("stop_sent", r"Sending process (?P<pid>\d+) (?:the )?closing signal (?P<sig>SIG[A-Z]+)", trigger="closing signal sig",
+         example="W1125 20:55:52.912000 11041 api.py:1028] Sending process 11422 closing signal SIGTERM"),
 )
