@@ -100,7 +100,10 @@ FACTS = (
     Fact("cuda_visible", r"CUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<devs>\d+(?:,\d+)*)", trigger="cuda_visible_devices",
          example="CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node=4 train.py"),
     # NCCL's socket connect to a peer failing (socketStartConnect / socketPollConnect, NCCL >= 2.19 and older).
-    Fact("nccl_connect", r"Connect to (?P<addr>[\w.:\[\]%-]+)<(?P<port>\d+)> failed(?:\s*:\s*(?P<why>[^\n]+))?",
+    # Wordings (NVIDIA/nccl src/misc/socket.cc, src/os/linux.cc): "Connect to %s failed : %s" (2.4 - 2.26, after
+    # "Net : ", "socketStartConnect: " or "%s: "), "socketPollConnect to %s failed with error %s" (2.27 - 2.28),
+    # "ncclOsSocketPollConnect to %s failed with error %s" (2.29+).
+    Fact("nccl_connect", r"Connect to (?P<addr>[\w.:\[\]%-]+)<(?P<port>\d+)> failed(?:\s*:\s*| with error )?(?P<why>[^\n]+)?",
          trigger="> failed",
          example="misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<45678> failed : "
                  "Software caused connection abort"),
