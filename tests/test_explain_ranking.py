@@ -147,3 +147,18 @@ def test_kubernetes_markers_shift_an_unresolved_name_towards_dns_not_ready():
     on_k8s = explain_stream(io.BytesIO(("$ kubectl logs train-worker-0\n" + lookup).encode())).diagnoses
     assert plain[0] == "HOSTNAME_UNRESOLVABLE"
     assert on_k8s[0].failure.id == "K8S_DNS_NOT_READY" and any("Kubernetes" in n for n in on_k8s[0].notes)
+
+
+def test_an_ipv6_only_lookup_warning_with_nothing_failing_after_it_is_not_a_diagnosis():
+    # c10d looks up IPv6 first and then IPv4 (socket.cpp); a Mac's .local name has no IPv6 address
+    warn = ("[W1014 16:41:26.522544000 socket.cpp:755] [c10d] The IPv6 network addresses of (Os-MacBook-Air.local, "
+            "59319) cannot be retrieved (gai error: 8 - nodename nor servname provided, or not known).\n")
+    ex = explain(warn)
+    assert all(d.confidence < 0.35 for d in ex.diagnoses)
+    assert "IPv4 attempt" in ex.diagnoses[0].notes[-1]
+    # the same warning before an IPv4 failure, or the older wording without a family, stays the cause
+    v4 = warn.replace("IPv6", "IPv4")
+    assert explain(warn + v4).diagnoses[0].failure.id == "HOSTNAME_UNRESOLVABLE"
+    assert explain(warn + v4).diagnoses[0].confidence >= 0.5
+    old = "[W socket.cpp:401] [c10d] The network addresses of (node1, 29500) cannot be retrieved Name or service not known.\n"
+    assert explain(old + "RuntimeError: connect() timed out.\n").diagnoses[0].failure.id == "HOSTNAME_UNRESOLVABLE"

@@ -24,7 +24,7 @@ from typing import Iterable
 from ddpdoctor.catalog.model import CLUE, CONSEQUENCE, FailureMode
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.evidence import Collector, Evidence
-from ddpdoctor.logscan.rules import cross_line_rules, explained_hits
+from ddpdoctor.logscan.rules import cross_line_rules, explained_hits, lookup_warning_only
 from ddpdoctor.logscan.user_error import user_code_rule
 
 MIN_CONFIDENCE = 0.2
@@ -119,6 +119,7 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     user_code_rule(col, add, int(root_rank) if root_rank is not None and str(root_rank).isdigit() else None)
     caps = Caps()  # generic symptoms: their differential, and a low cap when the log does not decide
     differential(col, add, caps)
+    lookup_warning_only(col, caps)
 
     out: list[Diagnosis] = []
     for fid, ws in weights.items():

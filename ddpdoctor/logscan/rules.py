@@ -28,6 +28,7 @@ Cross-line rules (each cites why):
 """
 from __future__ import annotations
 
+from ddpdoctor.catalog.model import CLUE
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
 LOCALHOST = {"localhost", "127.0.0.1", "::1"}
@@ -227,3 +228,20 @@ def cross_line_rules(col: Collector, add) -> None:
         v = k8s[0]
         add("K8S_DNS_NOT_READY", 0.35, f"the job runs on Kubernetes ({v.text.strip()[:80]}): a pod's name resolves "
             "only once that pod runs", [Evidence(v.line, v.text, v.host, v.rank)] + lookup[:1])
+
+
+def lookup_warning_only(col: Collector, caps) -> None:
+    """c10d tries the IPv6 addresses of a name, then IPv4 (socket.cpp SocketConnectOp::run with prefer_ipv6): a
+    name with no IPv6 address logs an IPv6 lookup warning and then connects over IPv4. When every name lookup
+    failure is IPv6 and the log shows nothing failing (no exception, traceback, failed worker or other error),
+    the warning is not the cause: at most possible, and say so."""
+    hits = [(g, st) for (fid, _), st in col.sigs.items() if fid == "HOSTNAME_UNRESOLVABLE"
+            for g, _, _ in st.values]
+    if not hits or any(st.signature.name != "NAME_LOOKUP_FAILED" or g.get("family", "").strip() != "IPv6"
+                       for g, st in hits):
+        return
+    others = [st for (fid, _), st in col.sigs.items() if fid != "HOSTNAME_UNRESOLVABLE" and st.signature.role != CLUE]
+    if others or any(n in col.facts for n in ("exception", "traceback", "torchrun_failed")):
+        return
+    caps.set("HOSTNAME_UNRESOLVABLE", 0.3, "only the IPv6 lookup of the name failed, which c10d follows with an IPv4 "
+             "attempt, and nothing fails after it in this log: likely harmless; `getent ahostsv4 <name>` decides")

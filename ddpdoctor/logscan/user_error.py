@@ -31,6 +31,8 @@ _LIBRARY = re.compile(r"(?i)[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python
                       r"[/\\](?:torch|accelerate|transformers|deepspeed|lightning|pytorch_lightning|lightning_fabric|"
                       r"megatron|vllm|ray|trl|peft|datasets|colossalai|apex|fairseq|mmcv|mmengine|detectron2)[/\\]")
 # torch.distributed's own exceptions and the launcher's wrappers: distributed failures or their echo.
+# torch's own device, process-group and process-spawning code: a traceback that ends there is the set-up's
+_SETUP = re.compile(r"[/\\]torch[/\\](?:cuda|distributed|multiprocessing)[/\\]")
 _DIST_TYPES = re.compile(r"(?:ChildFailedError|SignalException|Rendezvous\w*Error|Dist\w*Error|ProcessRaisedException|"
                          r"ProcessExitedException|RayTaskError|ActorDiedError|OutOfMemoryError|CalledProcessError)$")
 _DIST_WORDS = re.compile(r"(?i)\bcuda\b|nccl|cudnn|cublas|\bc10d\b|gloo|socket|timed? ?out|out of memory|connection|"
@@ -63,20 +65,28 @@ class Tracker:
     raised: list[Raised] = field(default_factory=list)
     open_tb: dict[tuple, Frame] = field(default_factory=dict)   # writer -> last user frame, no exception yet
     _last_user: dict[tuple, Frame] = field(default_factory=dict)
+    _into_setup: set = field(default_factory=set)   # writers whose open traceback reached torch's set-up code
     stops: int = 0              # "Sending process N closing signal SIGTERM"
     stop_ev: Evidence | None = None
 
     def frame(self, groups: dict, ev: Evidence) -> None:
+        key = (ev.host, ev.rank)
+        if key in self.open_tb and _SETUP.search(groups.get("file", "")):
+            # the traceback went on into torch's device / process-group / spawn code: the distributed set-up
+            # raised, not the job's code (a catalog mode's line was cut off with the traceback's end)
+            self.open_tb.pop(key)
+            self._into_setup.add(key)
         if is_user_frame(groups.get("file", "")):
             f = Frame(groups["file"], groups.get("lineno", "?"), groups.get("func", "?"), ev)
-            key = (ev.host, ev.rank)
             self._last_user[key] = f
-            self.open_tb[key] = f
+            if key not in self._into_setup:
+                self.open_tb[key] = f
 
     def exception(self, groups: dict, ev: Evidence, explained: bool) -> None:
         key = (ev.host, ev.rank)
         frame = self._last_user.get(key)
         self.open_tb.pop(key, None)
+        self._into_setup.discard(key)
         if frame is not None and not 0 <= ev.line - frame.ev.line <= NEAR:
             frame = None
         exc, msg = groups.get("exc", ""), (groups.get("msg") or "").strip()
