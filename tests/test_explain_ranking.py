@@ -162,3 +162,12 @@ def test_an_ipv6_only_lookup_warning_with_nothing_failing_after_it_is_not_a_diag
     assert explain(warn + v4).diagnoses[0].confidence >= 0.5
     old = "[W socket.cpp:401] [c10d] The network addresses of (node1, 29500) cannot be retrieved Name or service not known.\n"
     assert explain(old + "RuntimeError: connect() timed out.\n").diagnoses[0].failure.id == "HOSTNAME_UNRESOLVABLE"
+
+
+def test_the_same_line_from_several_ranks_is_one_piece_of_evidence():
+    line = ("[rank{r}]:[E318 07:39:53.79{r}630246 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=610, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600086 "
+            "milliseconds before timing out.\n")
+    d = explain("".join(line.format(r=r) for r in range(4))).diagnoses[0]
+    assert d.failure.id == "NCCL_COLLECTIVE_TIMEOUT"
+    assert len(d.evidence) == 1 and "the same line 4 times (ranks/hosts 0, 1, 2, 3)" in d.evidence[0].note
