@@ -284,7 +284,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=float, default=200)
     ap.add_argument("--no-throughput", action="store_true")
-    ap.add_argument("-v", "--verbose", action="store_true", help="list the logs that miss top-1 (dev only)")
+    ap.add_argument("-v", "--verbose", action="count", default=0,
+                    help="list the dev logs that miss top-1 with a named answer (-vv: also the unanswered ones)")
     ap.add_argument("--per-project", action="store_true", help="real-corpus scores per source project")
     a = ap.parse_args()
     print_real(real_accuracy(a.verbose), a.per_project)

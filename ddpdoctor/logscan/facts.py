@@ -61,7 +61,7 @@ FACTS = (
     Fact("summary_rank", r"^\s*rank\s{2,}: (?P<rank>\d+) \(local_rank: (?P<local_rank>\d+)\)", trigger="      : ",
          example="  rank      : 0 (local_rank: 0)"),
     Fact("summary_exit", r"^\s*exitcode\s{2,}: (?P<code>-?\d+)", example="  exitcode  : 1 (pid: 9240)"),
-    Fact("torchrun_failed", r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+)",
+    Fact("torchrun_failed", r"failed \(exitcode: (?P<code>-?\d+)\)(?: for binary located at \S+ with)? local_rank: (?P<local_rank>\d+)",
          example="E1121 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 9240) of binary: /usr/bin/python"),
     # Pasted tool output. nvidia-smi's process table (with or without the MIG GI/CI columns): which pid
     # holds memory on which GPU; one pid on several GPUs is a process touching a GPU not its own.
