@@ -140,6 +140,8 @@ def real_accuracy(verbose: bool) -> dict:
     from ddpdoctor import catalog
     from ddpdoctor.logscan.render import LOW, SHOW_FULL
     known = set(catalog.failures())
+    if os.environ.get("BENCH_KNOWN_MODES"):  # score an older catalog against a newer one's modes (before/after)
+        known = set(open(os.environ["BENCH_KNOWN_MODES"]).read().split())
     base = TokenBaseline()
     out: dict = {}
     misses = []
