@@ -171,3 +171,13 @@ def test_the_same_line_from_several_ranks_is_one_piece_of_evidence():
     d = explain("".join(line.format(r=r) for r in range(4))).diagnoses[0]
     assert d.failure.id == "NCCL_COLLECTIVE_TIMEOUT"
     assert len(d.evidence) == 1 and "the same line 4 times (ranks/hosts 0, 1, 2, 3)" in d.evidence[0].note
+
+
+def test_a_store_barrier_with_more_workers_than_the_world_names_the_mismatch_and_fewer_does_not():
+    line = ("Waiting in store based barrier to initialize process group for rank: 0, key: store_based_barrier_key:1 "
+            "(world_size=4, worker_count={n}, timeout=0:30:00)\n")
+    over = explain(line.format(n=8)).diagnoses[0]
+    assert over.failure.id == "STORE_BARRIER_WORKER_COUNT_MISMATCH" and over.confidence >= 0.5
+    assert "8 processes joined the store barrier of a group of 4" in over.notes[0]
+    # three of four arrived: ranks still coming, a clue in a log that shows no failure is no diagnosis
+    assert explain(line.format(n=3)).diagnoses == []

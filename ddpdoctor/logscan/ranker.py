@@ -26,7 +26,7 @@ from ddpdoctor.catalog.model import CLUE, CONSEQUENCE, FailureMode
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.matcher import split_origin
-from ddpdoctor.logscan.rules import cross_line_rules, explained_hits, lookup_warning_only
+from ddpdoctor.logscan.rules import cross_line_rules, explained_hits, lookup_warning_only, store_barrier_overfull
 from ddpdoctor.logscan.user_error import user_code_rule
 
 MIN_CONFIDENCE = 0.2
@@ -143,6 +143,7 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
         evidence.setdefault(fid, []).extend(evs)
 
     cross_line_rules(col, add)
+    store_barrier_overfull(col, add)
     root_rank = col.summary.get("rank")
     user_code_rule(col, add, int(root_rank) if root_rank is not None and str(root_rank).isdigit() else None)
     caps = Caps()  # generic symptoms: their differential, and a low cap when the log does not decide

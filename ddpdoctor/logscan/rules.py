@@ -50,6 +50,7 @@ SIGNATURES_USED = (
     ("CONSUMER_GPU_P2P_BROKEN", "GEFORCE_RTX_40"),
     ("GPU0_EXTRA_MEMORY", "BARRIER_CALL_SITE"),
     ("HOSTNAME_UNRESOLVABLE", "HOST_NOT_FOUND"), ("HOSTNAME_UNRESOLVABLE", "GAI_ERROR"),
+    ("STORE_BARRIER_WORKER_COUNT_MISMATCH", "WAITING_IN_STORE_BARRIER"),
 )
 
 
@@ -228,6 +229,19 @@ def cross_line_rules(col: Collector, add) -> None:
         v = k8s[0]
         add("K8S_DNS_NOT_READY", 0.35, f"the job runs on Kubernetes ({v.text.strip()[:80]}): a pod's name resolves "
             "only once that pod runs", [Evidence(v.line, v.text, v.host, v.rank)] + lookup[:1])
+
+
+def store_barrier_overfull(col: Collector, add) -> None:
+    """The store-based barrier counts every process that joined its key (distributed_c10d._store_based_barrier):
+    more workers than world_size means processes of another group (a second job on the same store or port, a
+    launcher inside a launcher) joined this one. Fewer is only ranks still arriving: no judgement then."""
+    for g, host, rank in col.sig_values("STORE_BARRIER_WORKER_COUNT_MISMATCH", "WAITING_IN_STORE_BARRIER"):
+        world, count = int(g.get("world", 0)), int(g.get("count", 0))
+        if world and count > world:
+            add("STORE_BARRIER_WORKER_COUNT_MISMATCH", 0.8,
+                f"{count} processes joined the store barrier of a group of {world}: more processes than the group has "
+                "share its store", col.sig_evidence(["STORE_BARRIER_WORKER_COUNT_MISMATCH"], "WAITING_IN_STORE_BARRIER")[:2])
+            return
 
 
 def lookup_warning_only(col: Collector, caps) -> None:
