@@ -50,6 +50,15 @@ def failure_page(fm: FailureMode, *, links: bool = False) -> str:
         if s.example:
             out.append(f"  e.g. `{_code(s.example)}`")
     out.append("")
+    emitted = [(s, e) for s in fm.signatures for e in s.emitted]
+    if emitted:
+        out += ["## Where these lines come from", "", "The code that prints them, per range of releases; each format "
+                "string below is rendered and matched by its signature in tests/test_catalog_templates.py.", "",
+                "| signature | source | file (function) | versions | format |", "|---|---|---|---|---|"]
+        for s, e in emitted:
+            where = f"{e.file} ({e.function})" if e.function else e.file
+            out.append(f"| {s.name} | {e.source} | {where} | {e.versions} | `{_code(e.template).replace('|', '&#124;')}` |")
+        out.append("")
     if fm.related:
         out += ["## Often confused with", "", ", ".join(ref(r) for r in fm.related), ""]
     if fm.sources:
