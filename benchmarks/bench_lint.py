@@ -122,7 +122,7 @@ def run_overhead(n: int = 7):
 
 def main():
     out = {}
-    for split in ("dev", "heldout", "fresh"):
+    for split in ("dev", "heldout", "fresh", "fresh2"):
         rows, total = score(split)
         out[split] = {"per_rule": rows, "total": total,
                       "by_kind": {k: score(split, k)[1] for k in ("verbatim", "reduced")}}
@@ -133,7 +133,7 @@ def main():
     if "--json" in sys.argv:
         print(json.dumps(out, indent=1))
         return
-    for split in ("dev", "heldout", "fresh"):
+    for split in ("dev", "heldout", "fresh", "fresh2"):
         t = out[split]["total"]
         print(f"{split}: {t['scripts']} scripts  precision {t['precision']}  recall {t['recall']}  "
               f"(tp {t['tp']} fp {t['fp']} fn {t['fn']}); clean scripts with an error finding: "

@@ -23,11 +23,11 @@ class LintResult:
 
 
 def lint_paths(paths, select=(), ignore=()) -> LintResult:
+    from ddpdoctor.lint.context import Context
     from ddpdoctor.lint.facts import Group
-    from ddpdoctor.lint.rules import Context
 
     t0 = time.monotonic()
-    rules = select_rules(select, ignore)
+    rules = select_rules(select, ignore)  # imports ddpdoctor.lint.rules: one module per rule
     res = LintResult()
     files, res.problems = expand(paths)
     cache: dict = {}

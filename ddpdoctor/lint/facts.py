@@ -136,6 +136,17 @@ class Group:
                     return True
         return False
 
+    @cached_property
+    def single_node(self) -> bool:
+        """The world size is this node's GPU count (`world_size = torch.cuda.device_count()`): one node."""
+        for m in self.modules:
+            for key, entries in m.assigns.items():
+                if key.rsplit(".", 1)[-1] in ("world_size", "nprocs", "world"):
+                    if any(isinstance(v, ast.Call) and m.qualname(v.func) == "torch.cuda.device_count"
+                           for v, _, _ in entries):
+                        return True
+        return False
+
     def has_method_call(self, attr: str) -> bool:
         return any(isinstance(c.func, ast.Attribute) and c.func.attr == attr for _, c, _ in self.calls)
 
@@ -157,40 +168,6 @@ class Scope:
             prior = [v for v in out if v.lineno <= before]
             out = prior or out
         return out
-
-
-def rank_kind(mod: Module, expr: ast.AST, scope: Scope, depth: int = 0, group: Group | None = None) -> str | None:
-    """'global' when expr holds the global rank, 'local' for the local rank, else None (simple assignments)."""
-    if depth > 4 or expr is None:
-        return None
-    k = env_key(expr)
-    if k in GLOBAL_RANK_VARS:
-        return "global"
-    if k in LOCAL_RANK_VARS:
-        return "local"
-    if isinstance(expr, ast.Call):
-        q = mod.qualname(expr.func)
-        if q == f"{DIST}.get_rank":
-            return "global"
-        if q in (f"{DIST}.get_node_local_rank",):
-            return "local"
-        if isinstance(expr.func, ast.Name) and expr.func.id == "int" and expr.args:
-            return rank_kind(mod, expr.args[0], scope, depth + 1, group)
-        fn = mod.functions.get(expr.func.id) if isinstance(expr.func, ast.Name) else None
-        if fn is not None and depth < 3:  # rank = setup(): what setup() returns
-            inner = Scope(mod, fn)
-            kinds = {rank_kind(mod, r.value, inner, depth + 1, group)
-                     for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None}
-            if len(kinds) == 1:
-                return kinds.pop()
-        return None
-    key = target_key(expr)
-    if key:
-        vals = scope.assigned(key, getattr(expr, "lineno", None))
-        kinds = {rank_kind(mod, v, scope, depth + 1, group) for v in vals}
-        if len(kinds) == 1:
-            return kinds.pop()
-    return None
 
 
 def bare_cuda(mod: Module, expr: ast.AST | None, scope: Scope, depth: int = 0) -> str | None:
@@ -285,3 +262,15 @@ def rank_test(mod: Module, test: ast.AST) -> ast.AST | None:
     if any(n == f or n.startswith(f) for f in MAIN_FLAGS):
         return test
     return None
+
+
+def spawn_calls(group: Group):
+    """(module, call, qualname, target, args tuple, leading args the starter adds) per process start."""
+    for mod, call, q in group.calls:
+        if q in SPAWNS:
+            args = kwarg(call, "args")
+            if args is None and len(call.args) > 1:
+                args = call.args[1]  # mp.spawn(fn, (a, b), nprocs)
+            yield mod, call, q, (call.args[0] if call.args else kwarg(call, "fn")), args, 1
+        elif q in PROCESSES:
+            yield mod, call, q, kwarg(call, "target"), kwarg(call, "args"), 0

@@ -7,6 +7,7 @@ resolved through the file's imports, so `dist.init_process_group`, `init_process
 from __future__ import annotations
 
 import ast
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,10 +34,23 @@ class Module:
     def parse(cls, path: Path, text: str, tree: ast.Module, display: str = "", line_map=None) -> "Module":
         m = cls(path, text, tree, display or str(path), dict(line_map or {}))
         m.lines = text.splitlines()
-        for node in ast.walk(tree):
-            m.nodes.append(node)
-            for child in ast.iter_child_nodes(node):
-                m.parents[child] = node
+        # one breadth-first pass (ast.walk's order) that records parents as it goes: walking and then
+        # asking iter_child_nodes again for the parent map doubled the cost of a parse
+        queue, nodes, parents = deque([tree]), m.nodes, m.parents
+        AST, lst = ast.AST, list
+        while queue:
+            node = queue.popleft()
+            nodes.append(node)
+            for name in node._fields:
+                v = getattr(node, name, None)
+                if isinstance(v, AST):
+                    parents[v] = node
+                    queue.append(v)
+                elif isinstance(v, lst):
+                    for c in v:
+                        if isinstance(c, AST):
+                            parents[c] = node
+                            queue.append(c)
         for node in m.nodes:
             if isinstance(node, ast.Call):
                 m.calls.append(node)
