@@ -154,9 +154,15 @@ class Group:
 class Scope:
     """Assignments visible from one function (its own, its class's `self.x`, and module-level ones)."""
 
-    def __init__(self, mod: Module, func: ast.AST | None):
+    def __init__(self, mod: Module, func: ast.AST | None, bindings: dict | None = None):
         self.mod, self.func = mod, func
         self.cls = mod.class_of(func) if func is not None else None
+        # parameter -> (caller module, caller scope, argument) for the call being walked (flow.py)
+        self.bindings = bindings or {}
+
+    def argument(self, key: str):
+        """(module, scope, expression) the caller passed for parameter `key`, when a flow knows it."""
+        return self.bindings.get(key)
 
     def assigned(self, key: str, before: int | None = None) -> list[ast.AST]:
         entries = self.mod.assigns.get(key, ())
@@ -194,6 +200,11 @@ def bare_cuda(mod: Module, expr: ast.AST | None, scope: Scope, depth: int = 0) -
             got = bare_cuda(mod, vals[-1], scope, depth + 1)
             if got:
                 return f"{key} = {got}"
+        elif scope.argument(key):
+            cm, cs, arg = scope.argument(key)
+            got = bare_cuda(cm, arg, cs, depth + 1)
+            if got:
+                return f"{got}, passed in as {key}"
     return None
 
 

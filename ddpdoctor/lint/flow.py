@@ -82,12 +82,32 @@ def _loader_pins(mod: Module, expr: ast.AST, scope: Scope) -> bool:
     key = target_key(expr)
     if key is None:
         return False
-    for v in scope.assigned(key, getattr(expr, "lineno", None)):
+    vals = scope.assigned(key, getattr(expr, "lineno", None))
+    if not vals and scope.argument(key):
+        cm, cs, arg = scope.argument(key)
+        return _loader_pins(cm, arg, cs)
+    for v in vals:
         if isinstance(v, ast.Call) and mod.qualname(v.func).endswith("DataLoader"):
             pm = kwarg(v, "pin_memory")
             if isinstance(pm, ast.Constant) and pm.value is True:
                 return True
     return False
+
+
+def _bind_arguments(fn, call: ast.Call, mod: Module, scope: Scope) -> dict:
+    """{parameter: (module, scope, argument)} for a call into a local function (positional and keyword)."""
+    pos = [p.arg for p in fn.args.posonlyargs + fn.args.args]
+    if pos and pos[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        pos = pos[1:]
+    out = {}
+    for name, a in zip(pos, call.args):
+        if isinstance(a, ast.Starred):
+            break
+        out[name] = (mod, scope, a)
+    for k in call.keywords:
+        if k.arg:
+            out[k.arg] = (mod, scope, k.value)
+    return out
 
 
 def _post_order_calls(node: ast.AST):
@@ -105,6 +125,7 @@ class Walker:
         self.group = group
         self.flows: list[Flow] = []
         self._pending: list[tuple[Flow, Module, ast.AST]] = []
+        self._bindings: dict = {}  # function node -> its parameters' arguments in the call being walked
         self._funcs: dict[str, tuple[Module, ast.AST]] = {}
         self._classes: dict[str, tuple[Module, ast.ClassDef]] = {}
         for m in reversed(group.modules):  # the linted file's own names win
@@ -155,7 +176,7 @@ class Walker:
             self._walk_body(flow, mod, stmt.orelse, func, depth, chain)
             return
         if isinstance(stmt, (ast.For, ast.AsyncFor)) and flow.bound_at is None \
-                and _loader_pins(mod, stmt.iter, Scope(mod, func)):
+                and _loader_pins(mod, stmt.iter, Scope(mod, func, self._bindings.get(func))):
             flow.events.append(Event("work", mod, stmt, f"iterating {mod.source(stmt.iter, 40)} "
                                      "(a DataLoader with pin_memory=True pins on the current device)", chain))
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
@@ -184,7 +205,7 @@ class Walker:
 
     # -- expressions ------------------------------------------------------------------------
     def _walk_expr(self, flow, mod, node, func, depth, chain):
-        scope = Scope(mod, func)
+        scope = Scope(mod, func, self._bindings.get(func))
         for call in _post_order_calls(node):
             q = mod.qualname(call.func)
             if q in BINDS or (q == INIT and kwarg(call, "device_id") is not None):
@@ -232,7 +253,10 @@ class Walker:
         if tfn in flow.reached and tfn.name in chain:
             return  # recursion
         flow.reached.add(tfn)
+        saved = self._bindings.get(tfn)
+        self._bindings[tfn] = _bind_arguments(tfn, call, mod, scope)
         self._walk_body(flow, tmod, tfn.body, tfn, depth + 1, chain + (tfn.name,))
+        self._bindings[tfn] = saved
 
     def resolve(self, mod: Module, call: ast.Call, func, scope: Scope):
         """The local function a call runs, or None (library calls, dynamic dispatch)."""

@@ -17,8 +17,10 @@ def _version_gated(mod: Module, node: ast.AST) -> bool:
     """Under `if TORCH_VERSION < 2:` or similar: the author chose the spelling per torch version."""
     p = mod.parents.get(node)
     while p is not None and not isinstance(p, ast.Module):
-        if isinstance(p, ast.If) and "version" in mod.source(p.test, 200).lower():
-            return True
+        if isinstance(p, ast.If):
+            test = mod.source(p.test, 200).lower()
+            if "version" in test or "major" in test or "torch" in test:
+                return True
         p = mod.parents.get(p)
     return False
 
