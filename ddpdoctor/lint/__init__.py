@@ -33,7 +33,15 @@ def lint_paths(paths, select=(), ignore=()) -> LintResult:
     cache: dict = {}
     seen = set()
     for path in files:
-        mod = load(path)
+        try:
+            key = path.resolve()
+        except OSError:
+            key = None
+        # a file that another file's import already parsed is not parsed again (a project's modules
+        # are both linted and followed)
+        mod = cache.get(key) if key is not None and cache.get(key) is not None else load(path)
+        if key is not None and not isinstance(mod, InputProblem):
+            cache[key] = mod
         if isinstance(mod, InputProblem):
             res.problems.append(mod)
             continue

@@ -52,6 +52,21 @@ def env_key(node: ast.AST) -> str | None:
     return None
 
 
+def module_env_reads(m: Module) -> set[str]:
+    """Upper-case names read from the environment in one module (memoised on the module: a module
+    imported by many linted files is read once)."""
+    got = m.memo.get("env_reads")
+    if got is None:
+        got = set()
+        for node in m.nodes:
+            if isinstance(node, (ast.Subscript, ast.Call)) and not isinstance(getattr(node, "ctx", None), ast.Store):
+                k = env_key(node)
+                if k and k.isupper():
+                    got.add(k)
+        m.memo["env_reads"] = got
+    return got
+
+
 @dataclass
 class Group:
     """The modules linted together: `modules[0]` is the file named on the command line."""
@@ -60,8 +75,10 @@ class Group:
 
     def __post_init__(self):
         for m in self.modules:
-            for node in m.calls:
-                self.calls.append((m, node, m.qualname(node.func)))
+            q = m.memo.get("qualified_calls")
+            if q is None:  # once per module, however many linted files import it
+                q = m.memo["qualified_calls"] = [(m, node, m.qualname(node.func)) for node in m.calls]
+            self.calls.extend(q)
 
     @property
     def main(self) -> Module:
@@ -76,14 +93,12 @@ class Group:
 
     @cached_property
     def env_reads(self) -> set[str]:
-        out = set()
-        for m in self.modules:
-            for node in m.nodes:
-                if isinstance(node, (ast.Subscript, ast.Call)) and not isinstance(getattr(node, "ctx", None), ast.Store):
-                    k = env_key(node)
-                    if k and k.isupper():
-                        out.add(k)
-        return out
+        return set().union(*(module_env_reads(m) for m in self.modules))
+
+    @cached_property
+    def reads_global_rank(self) -> bool:
+        """Some value here can be the global rank: get_rank() is called or RANK-like variables are read."""
+        return bool(self.env_reads & GLOBAL_RANK_VARS) or self.has_call(f"{DIST}.get_rank")
 
     @cached_property
     def spawn_style(self) -> bool:
@@ -156,9 +171,12 @@ class Scope:
 
     def __init__(self, mod: Module, func: ast.AST | None, bindings: dict | None = None):
         self.mod, self.func = mod, func
-        self.cls = mod.class_of(func) if func is not None else None
         # parameter -> (caller module, caller scope, argument) for the call being walked (flow.py)
         self.bindings = bindings or {}
+
+    @cached_property
+    def cls(self):
+        return self.mod.class_of(self.func) if self.func is not None else None
 
     def argument(self, key: str):
         """(module, scope, expression) the caller passed for parameter `key`, when a flow knows it."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-@dataclass
+@dataclass(eq=False)  # identity: a module is one parsed file (field-wise == compared whole trees)
 class Module:
     path: Path
     text: str
@@ -29,6 +29,8 @@ class Module:
     calls: list[ast.Call] = field(default_factory=list)
     # assignment index: key ("x", "self.x") -> [(value, enclosing function or None, its class or None)]
     assigns: dict[str, list[tuple[ast.AST, ast.AST | None, ast.AST | None]]] = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)  # facts computed once per module (facts.module_env_reads, ...)
+    _fn_of: dict = field(default_factory=dict)
 
     @classmethod
     def parse(cls, path: Path, text: str, tree: ast.Module, display: str = "", line_map=None) -> "Module":
@@ -119,7 +121,10 @@ class Module:
         return p
 
     def function_of(self, node: ast.AST):
-        return self.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        got = self._fn_of.get(node, self)
+        if got is self:
+            got = self._fn_of[node] = self.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        return got
 
     def class_of(self, node: ast.AST):
         return self.enclosing(node, ast.ClassDef)

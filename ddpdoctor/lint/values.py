@@ -48,6 +48,7 @@ def option_dest(call: ast.Call) -> str | None:
 class Values:
     def __init__(self, group: Group, walker):
         self.group, self.walker = group, walker
+        self._sites: dict = {}
 
     # -- indexes built once ------------------------------------------------------------------
     @cached_property
@@ -82,21 +83,31 @@ class Values:
         return out
 
     @cached_property
-    def call_sites(self) -> dict:
-        """function node -> [(module, call, offset)]: offset 1 when `self` takes the first slot."""
-        out: dict = {}
-        for m, c, q in self.group.calls:
-            if q.startswith(("torch.", "os.", "argparse.")):
-                continue
-            fn = m.function_of(c)
-            target = self.walker.resolve(m, c, fn, Scope(m, fn))
-            if target is None:
-                continue
-            tmod, tfn = target
-            pos = [p.arg for p in tfn.args.posonlyargs + tfn.args.args]
-            off = 1 if pos and pos[0] in ("self", "cls") else 0
-            out.setdefault(tfn, []).append((m, c, off))
+    def _calls_by_name(self) -> dict[str, list]:
+        """Calls in the group by the name they call (`f(...)`, `x.f(...)`): candidates for call_sites."""
+        out: dict[str, list] = {}
+        for m, c, _ in self.group.calls:
+            f = c.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name:
+                out.setdefault(name, []).append((m, c))
         return out
+
+    def call_sites(self, fn) -> list:
+        """[(module, call, offset)] of the calls that run `fn`; offset 1 when `self` takes the first slot."""
+        got = self._sites.get(fn)
+        if got is not None:
+            return got
+        got = []
+        pos = [p.arg for p in fn.args.posonlyargs + fn.args.args]
+        off = 1 if pos and pos[0] in ("self", "cls") else 0
+        for m, c in self._calls_by_name.get(fn.name, ()):
+            cf = m.function_of(c)
+            target = self.walker.resolve(m, c, cf, Scope(m, cf))
+            if target is not None and target[1] is fn:
+                got.append((m, c, off))
+        self._sites[fn] = got
+        return got
 
     # -- questions ------------------------------------------------------------------------------
     def argparse_default(self, dest: str):
@@ -174,7 +185,7 @@ class Values:
         if fn in self.spawn_targets and pos and pos[0] == name:
             return "local"  # mp.spawn passes the process index (0..nprocs-1 on this node) first
         kinds = []
-        for m, call, off in self.call_sites.get(fn, ()):
+        for m, call, off in self.call_sites(fn):
             arg = None
             if name in pos:
                 i = pos.index(name) - off

@@ -30,6 +30,13 @@ def device_uses(mod: Module, call: ast.Call, q: str):
 
 def _device_strings(mod: Module):
     """`device = f"cuda:{rank}"` / `"cuda:%d" % rank` / `"cuda:" + str(rank)`: a device written as a string."""
+    got = mod.memo.get("DL003.device_strings")
+    if got is None:
+        got = mod.memo["DL003.device_strings"] = list(_find_device_strings(mod))
+    return got
+
+
+def _find_device_strings(mod: Module):
     for node in mod.nodes:
         if isinstance(node, ast.Assign):
             v = node.value
@@ -63,8 +70,8 @@ def global_rank_as_device(ctx: Context):
     `SLURM_LOCALID` (srun), or `rank % torch.cuda.device_count()`.
     """
     g = ctx.group
-    if not g.distributed:
-        return
+    if not g.distributed or not g.reads_global_rank:
+        return  # no value here can be the global rank (rank_kind's only sources)
     vals = ctx.values
     seen = set()
 
