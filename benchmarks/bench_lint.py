@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 CORPUS = REPO / "tests" / "lint_corpus"
-SPLITS = ("dev", "heldout", "fresh", "fresh2")
+SPLITS = ("dev", "heldout", "fresh", "fresh2", "fresh3")
 
 
 def score(split: str, kind: str | None = None):
