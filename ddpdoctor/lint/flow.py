@@ -267,6 +267,9 @@ class Walker:
             if f.id in self._classes:
                 return self._method(f.id, "__init__")
             return None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) \
+                and f.value.func.id in self._classes:
+            return self._method(f.value.func.id, f.attr)  # Trainer(...).train()
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
             owner = f.value.id
             origin = mod.aliases.get(owner)

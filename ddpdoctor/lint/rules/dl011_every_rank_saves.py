@@ -19,9 +19,14 @@ def _path_is_per_rank(mod: Module, call: ast.Call) -> bool:
             return True
     key = target_key(p)
     if key:
-        for v in Scope(mod, mod.function_of(call)).assigned(key):
+        vals = list(Scope(mod, mod.function_of(call)).assigned(key))
+        w = mod.enclosing(call, (ast.With, ast.AsyncWith))
+        while w is not None:  # with io.BytesIO() as f: torch.save(obj, f)
+            vals += [i.context_expr for i in w.items if i.optional_vars is not None and target_key(i.optional_vars) == key]
+            w = mod.enclosing(w, (ast.With, ast.AsyncWith))
+        for v in vals:
             if isinstance(v, ast.Call) and mod.qualname(v.func) in ("io.BytesIO", "BytesIO"):
-                return True
+                return True  # in memory: each rank its own buffer
     return False
 
 
@@ -45,9 +50,13 @@ def _guard(ctx: Context, mod: Module, node: ast.AST, depth: int = 0):
             return None, None  # every spawned process runs the worker
         if depth >= 3:
             return None, None  # three callers up and still no rank test: every rank gets here
-        callers = [(m, c) for m, c, _ in ctx.group.calls
-                   if (isinstance(c.func, ast.Name) and c.func.id == p.name)
-                   or (isinstance(c.func, ast.Attribute) and c.func.attr == p.name)]
+        # the calls that run this function (resolved: `torch.save(...)` is not a call of a method `save`)
+        callers = [(m, c) for m, c, _ in ctx.values.call_sites(p)]
+        if not callers:  # dispatch the analysis cannot resolve: any same-named call that is not a library's
+            callers = [(m, c) for m, c, q in ctx.group.calls
+                       if ((isinstance(c.func, ast.Name) and c.func.id == p.name)
+                           or (isinstance(c.func, ast.Attribute) and c.func.attr == p.name))
+                       and q.split(".")[0] not in m.aliases]
         if not callers:
             return "unknown", None
         guards = [_guard(ctx, m, c, depth + 1) for m, c in callers]
