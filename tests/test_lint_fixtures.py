@@ -82,3 +82,10 @@ def test_fix_output_parses_keeps_comments_and_removes_what_it_fixed(entry, tmp_p
     fixed = {(f.rule, f.line) for fs in done.values() for f in fs}
     again = {(f.rule, f.line) for f in lint_paths([str(dst)]).findings}
     assert not (fixed & again), "a fixed finding is still reported"
+
+
+def test_a_finding_in_an_imported_module_names_the_call_chain_from_the_linted_file():
+    entry = FIXTURES / "DL014" / "bad_utils" / "train.py"
+    (f,) = lint_paths([str(entry)]).findings
+    assert f.path.endswith("utils/distributed.py") and f.line == 9
+    assert f.message.endswith(f"(reached from {entry}:7 distributed.init())")

@@ -38,8 +38,31 @@ class Context:
                 fix_kind: str | None = None) -> LintFinding:
         r = RULES[rid]
         line = getattr(node, "lineno", 1)
+        if mod is not self.group.main:
+            via = self.reached_from_main(mod, node)
+            if via:
+                message += f" (reached from {via})"
         return LintFinding(rid, r.severity, mod.display, line, getattr(node, "col_offset", 0) + 1, message, fix, code,
                            fix_kind or r.fix_kind, mod.where(line), str(mod.path))
+
+    def reached_from_main(self, mod: Module, node: ast.AST, depth: int = 3) -> str:
+        """For a finding in an imported module: the chain of calls from the linted file that runs it,
+        `train.py:7 distributed.init()` (then the further calls, `-> utils/a.py:3 b()`); '' when no
+        call in sight leads there."""
+        main = self.group.main
+        fn = mod.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        path: list[str] = []
+        while fn is not None and depth > 0:
+            sites = self.values.call_sites(fn)
+            if not sites:
+                return ""
+            m, call, _ = next(((m, c, o) for m, c, o in sites if m is main), sites[0])
+            path.append(f"{m.display}:{call.lineno} {m.source(call.func, 40)}()")
+            if m is main:
+                return " -> ".join(reversed(path))
+            fn = m.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+            depth -= 1
+        return ""
 
     def scope(self, mod: Module, node: ast.AST) -> Scope:
         return Scope(mod, mod.function_of(node) if not isinstance(node, ast.FunctionDef) else node)
