@@ -7,10 +7,34 @@ the local modules it imports (one level), so a helper in `utils.py` that calls `
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ddpdoctor.lint.registry import LintFinding, all_rules, select as select_rules
 from ddpdoctor.lint.source import InputProblem, expand, follow_imports, load
+
+
+class ModuleCache(OrderedDict):
+    """Parsed modules by resolved path, the most recently used kept: a module is parsed once while it
+    is in use (linted, then imported by its neighbours), and memory stays bounded on a huge tree
+    (a parsed 300-line file holds about half a MiB of AST)."""
+
+    def __init__(self, size: int = 256):
+        super().__init__()
+        self.size = size
+
+    def __getitem__(self, key):
+        self.move_to_end(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
 
 
 @dataclass
@@ -30,7 +54,7 @@ def lint_paths(paths, select=(), ignore=()) -> LintResult:
     rules = select_rules(select, ignore)  # imports ddpdoctor.lint.rules: one module per rule
     res = LintResult()
     files, res.problems = expand(paths)
-    cache: dict = {}
+    cache = ModuleCache()
     seen = set()
     for path in files:
         try:

@@ -44,6 +44,8 @@ class Module:
             node = queue.popleft()
             nodes.append(node)
             for name in node._fields:
+                if name == "ctx":
+                    continue  # Load()/Store(): one shared instance per kind, no fact in it, a third of the nodes
                 v = getattr(node, name, None)
                 if isinstance(v, AST):
                     parents[v] = node

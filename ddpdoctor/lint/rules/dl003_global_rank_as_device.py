@@ -12,20 +12,21 @@ BINDERS = ("torch.cuda.set_device", "torch.accelerator.set_device_index", "torch
 
 
 def device_uses(mod: Module, call: ast.Call, q: str):
-    """(expression used as a device, how it is used) for one call."""
+    """(expression used as a device, how it is used: a function giving the text) for one call."""
     f = call.func
+    src = mod.source
     if q in BINDERS and call.args:
-        yield call.args[0], f"{q.rsplit('.', 1)[-1]}({mod.source(call.args[0])})"
+        yield call.args[0], lambda: f"{q.rsplit('.', 1)[-1]}({src(call.args[0])})"
     if isinstance(f, ast.Attribute) and f.attr in ("to", "cuda") and call.args and not q.startswith("torch."):
-        yield call.args[0], f".{f.attr}({mod.source(call.args[0])})"
+        yield call.args[0], lambda: f".{f.attr}({src(call.args[0])})"
     if q == "torch.device" and call.args:
-        yield call, mod.source(call)
+        yield call, lambda: src(call)
     for k in call.keywords:
         if k.arg == "device_ids" and isinstance(k.value, (ast.List, ast.Tuple)):
             for e in k.value.elts:
-                yield e, f"device_ids=[{mod.source(e)}]"
+                yield e, (lambda e=e: f"device_ids=[{src(e)}]")
         elif k.arg in ("output_device", "device", "map_location", "device_id"):
-            yield k.value, f"{k.arg}={mod.source(k.value)}"
+            yield k.value, (lambda k=k: f"{k.arg}={src(k.value)}")
 
 
 def _device_strings(mod: Module):
@@ -87,15 +88,16 @@ def global_rank_as_device(ctx: Context):
             seen.add(key)
             var = mod.source(idx)
             yield ctx.finding("DL003", mod, node,
-                              f"{how}: {var} is the global rank, not this node's GPU index "
+                              f"{how()}: {var} is the global rank, not this node's GPU index "
                               "(invalid device ordinal from the second node on)",
                               "index devices by the local rank", 'local_rank = int(os.environ["LOCAL_RANK"])')
             return
 
     for mod, call, q in g.calls:
-        scope = ctx.scope(mod, call)
+        scope = None
         for expr, how in device_uses(mod, call, q):
+            scope = scope or ctx.scope(mod, call)
             yield from check(mod, call, expr, how, scope)
     for mod in g.modules:
         for node, value in _device_strings(mod):
-            yield from check(mod, node, value, mod.source(node, 60), ctx.scope(mod, node))
+            yield from check(mod, node, value, lambda node=node, mod=mod: mod.source(node, 60), ctx.scope(mod, node))
