@@ -19,7 +19,7 @@ class ModuleCache(OrderedDict):
     is in use (linted, then imported by its neighbours), and memory stays bounded on a huge tree
     (a parsed 300-line file holds about half a MiB of AST)."""
 
-    def __init__(self, size: int = 64):
+    def __init__(self, size: int = 16):
         super().__init__()
         self.size = size
 
