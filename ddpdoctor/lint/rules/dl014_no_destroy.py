@@ -5,7 +5,7 @@ import ast
 
 from ddpdoctor.lint.context import Context
 from ddpdoctor.lint.facts import DESTROY, INIT
-from ddpdoctor.lint.module import Module, is_main_guard
+from ddpdoctor.lint.module import Module, is_main_guard, kwarg
 from ddpdoctor.lint.registry import rule
 from ddpdoctor.model import Severity
 
@@ -19,12 +19,22 @@ def _is_script(mod: Module) -> bool:
     return False
 
 
+def _destroys_default(mod: Module, call: ast.Call) -> bool:
+    """destroy_process_group() or (group=None / dist.group.WORLD) ends the default group; a sub-group
+    argument ends only that one (torch.distributed.destroy_process_group's docstring)."""
+    arg = call.args[0] if call.args else kwarg(call, "group")
+    if arg is None or (isinstance(arg, ast.Constant) and arg.value is None):
+        return True
+    return mod.qualname(arg).endswith("group.WORLD")
+
+
 @rule("DL014", "No destroy_process_group()", severity=Severity.WARNING)
 def no_destroy(ctx: Context):
     """## What it checks
     A script (it has a `__main__` block or top-level calls) that calls `init_process_group` but
     never `destroy_process_group()` (in itself or in the local modules it imports, also a package
-    beside it such as `utils/` or the script's own package).
+    beside it such as `utils/` or the script's own package). Destroying only a sub-group
+    (`destroy_process_group(cpu_pg)`) leaves the default group alive.
 
     ## Why it matters
     torch >= 2.4 warns "process group has NOT been destroyed before we destruct ProcessGroupNCCL";
@@ -35,7 +45,7 @@ def no_destroy(ctx: Context):
     End the worker with `dist.destroy_process_group()` (in a `finally:` so errors also clean up).
     """
     g = ctx.group
-    if not _is_script(g.main) or g.has_call(DESTROY):
+    if not _is_script(g.main) or any(_destroys_default(m, c) for m, c in ctx.calls(DESTROY)):
         return
     inits = ctx.calls(INIT)
     if inits:
