@@ -81,14 +81,16 @@ def speed():
                           "    if y.sum() > 0:", "        return y.cuda()", "    return y", ""]
                 k += 1
             Path(d, f"s{i:03d}.py").write_text("\n".join(lines[:300]) + "\n")
-        best = None
+        best = cpu = None
         for _ in range(3):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             res = lint_paths([d])
-            dt = time.perf_counter() - t0
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
             best = dt if best is None else min(best, dt)
-        return {"files": res.files, "lines_each": 300, "seconds": round(best, 3), "target_s": 2.0,
-                "ratio_to_target": round(best / 2.0, 3), "findings": len(res.findings)}
+            cpu = dc if cpu is None else min(cpu, dc)
+        # CPU seconds too: on a shared machine the wall clock measures the neighbours
+        return {"files": res.files, "lines_each": 300, "seconds": round(best, 3), "cpu_seconds": round(cpu, 3),
+                "target_s": 2.0, "ratio_to_target": round(best / 2.0, 3), "findings": len(res.findings)}
 
 
 def _project(d: Path, n: int = 500):
@@ -116,11 +118,11 @@ def project_speed():
 
     with tempfile.TemporaryDirectory() as d:
         proj = _project(Path(d))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = lint_paths([str(proj)])
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         lines = sum(len(p.read_text().splitlines()) for p in proj.rglob("*.py"))
-    return {"files": res.files, "lines": lines, "seconds": round(dt, 3), "target_s": 10.0,
+    return {"files": res.files, "lines": lines, "seconds": round(dt, 3), "cpu_seconds": round(dc, 3), "target_s": 10.0,
             "ratio_to_target": round(dt / 10.0, 3), "findings": len(res.findings)}
 
 
@@ -225,10 +227,11 @@ def main():
             if r["tp"] or r["fp"] or r["fn"]:
                 print(f"  {rid}  P {r['precision']!s:5}  R {r['recall']!s:5}  tp {r['tp']} fp {r['fp']} fn {r['fn']}")
     s = out["speed"]
-    print(f"speed: {s['files']} files x {s['lines_each']} lines in {s['seconds']} s "
+    print(f"speed: {s['files']} files x {s['lines_each']} lines in {s['seconds']} s wall, {s['cpu_seconds']} s CPU "
           f"({s['ratio_to_target']} of the {s['target_s']} s budget); torch imported: {out['torch_imported']}")
     pj = out["project"]
-    print(f"project: {pj['files']} files ({pj['lines']} lines, importing each other) in {pj['seconds']} s "
+    print(f"project: {pj['files']} files ({pj['lines']} lines, importing each other) in {pj['seconds']} s wall, "
+          f"{pj['cpu_seconds']} s CPU "
           f"({pj['ratio_to_target']} of the {pj['target_s']} s budget)")
     tf = out.get("torchfix")
     if tf is not None and not tf.get("installed"):
