@@ -7,6 +7,7 @@ the records every node published (ddpdoctor/cluster/node.py) as gathered into dd
 """
 from __future__ import annotations
 
+from ddpdoctor.checks import hostsfile
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.checks import drift
 from ddpdoctor.registry import Skip, check
@@ -132,6 +133,13 @@ def _addr_of(ctx, i: int) -> str:
     return addrs[0] if addrs else "<addr of " + ctx.names[i] + ">"
 
 
+def _append_hosts_line(ctx, i: int) -> tuple[str, ...]:
+    """The /etc/hosts line for node i, when its address is known and both are safe in a command."""
+    addrs = ctx.own_addrs(i)
+    cmd = hostsfile.append_command(addrs[0], ctx.names[i]) if addrs else None
+    return (cmd,) if cmd else ()
+
+
 def _grouped(ctx, pairs, key):
     """{(dst, key(pair)): [src, ...]}: one finding per receiving node and failure, naming every sender."""
     groups: dict = {}
@@ -204,7 +212,7 @@ def names_resolve_everywhere(ctx):
                                   lambda p: p.probe.get("resolve_error", "")).items():
         yield Finding(Severity.ERROR, f"{ctx.names[j]} does not resolve on {ctx.label(srcs)}: {err}",
                       fix=Fix(f"add {ctx.names[j]} to /etc/hosts (or DNS) on {ctx.label(srcs)}",
-                              (f"echo '{_addr_of(ctx, j)} {ctx.names[j]}' | sudo tee -a /etc/hosts",)),
+                              _append_hosts_line(ctx, j)),
                       evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs]}, kind="unresolved")
     for p in pairs:
         if p.kind == "W":
