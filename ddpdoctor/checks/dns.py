@@ -341,7 +341,8 @@ def first_family_reachable(ctx):
               ((f"sudo ip6tables -I INPUT -p tcp --dport {ctx.port} -j ACCEPT   # on {ctx.master}" if ":" in first else
                 f"sudo iptables -I INPUT -p tcp --dport {ctx.port} -j ACCEPT   # on {ctx.master}"),
                f"torchrun --rdzv-endpoint={literal}:{ctx.port} ...   # or --master-addr={good}",
-               *(("echo 'precedence ::ffff:0:0/96 100' | sudo tee -a /etc/gai.conf   # prefer IPv4, every node",)
+               *((hostsfile.append_line_command("precedence ::ffff:0:0/96 100", "/etc/gai.conf")
+                  + "   # prefer IPv4, every node",)
                  if ":" in first else ())),
               env={"MASTER_ADDR": good})
     if states[first] == sockets.FILTERED:

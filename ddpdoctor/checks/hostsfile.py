@@ -59,12 +59,19 @@ def unmap_command(name: str, addrs: tuple[str, ...] | None = None, path: str = H
             f"sudo cp {path} {BACKUP} && sudo cp \"$t\" {path} && rm -f \"$t\"")
 
 
+def append_line_command(line: str, path: str) -> str:
+    """Appends `line` (a constant of ours, no single quote) to `path`, after a newline."""
+    if "'" in line or "\n" in line:
+        raise ValueError(f"not a line to paste in single quotes: {line!r}")
+    return f"printf '\\n%s\\n' '{line}' | sudo tee -a {path} >/dev/null"
+
+
 def append_command(addr: str, name: str, path: str = HOSTS) -> str | None:
     """A command that appends `addr name` to /etc/hosts (after a newline: a last line without one
     would otherwise swallow the entry), or None when either cannot be pasted safely."""
     if not (addr and name and _SAFE.match(addr) and _SAFE.match(name)):
         return None
-    return f"printf '\\n%s\\n' '{addr} {name}' | sudo tee -a {path} >/dev/null"
+    return append_line_command(f"{addr} {name}", path)
 
 
 def append_placeholder_command(var: str, name: str, path: str = HOSTS) -> str | None:

@@ -1,0 +1,84 @@
+"""A new user's first hour, step by step as the README and the help lines lead them (issue 25).
+
+Each test runs the user's own commands (real processes, real sockets) and pins what must not mislead.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from ddpdoctor import registry
+from ddpdoctor.facts.node import PrologFacts
+from ddpdoctor.model import Severity, Status
+from ddpdoctor.probes.dns import Resolution
+from ddpdoctor.probes.nics import Nic
+from ddpdoctor.probes.sockets import Route
+from ddpdoctor.runner import run_checks
+from ports import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = {**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1"}
+
+
+def ddpdoctor(*args, timeout=60, **kw):
+    return subprocess.run([sys.executable, "-m", "ddpdoctor", *args], capture_output=True, text=True,
+                          timeout=timeout, env=ENV, cwd=kw.pop("cwd", ROOT), **kw)
+
+
+# --------------------------------------------------------------------------- the README's two network lines, one host
+
+def test_listen_and_worker_line_on_the_same_host_work_together():
+    """`network --listen` on the master, and the worker line run there too (the README says it may):
+    the worker probes the listener like any worker, and the listener counts it."""
+    port = free_port()
+    listener = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "network", "--listen", "--port", str(port),
+                                 "--expect", "1", "--timeout", "30"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=ENV, cwd=ROOT)
+    try:
+        for _ in range(100):
+            if subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout.strip():
+                break
+            time.sleep(0.1)
+        worker = ddpdoctor("network", "--master", "127.0.0.1", "--port", str(port), "--json")
+        out, _ = listener.communicate(timeout=40)
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    report = json.loads(worker.stdout)
+    by_id = {c["id"]: c for c in report["results"]}
+    assert worker.returncode == 0, worker.stdout
+    assert by_id["DD105"]["status"] == "pass" and "ddpdoctor network --listen" in by_id["DD105"]["findings"][0]["message"]
+    assert by_id["DD102"]["status"] == "pass" and by_id["DD103"]["status"] == "pass"
+    assert listener.returncode == 0, out
+    assert "never arrived" not in out and "1 worker(s) reached both ports of 1 expected" in out
+
+
+# --------------------------------------------------------------------------- DD202 in a Slurm prolog: no master there
+
+LO = Nic("lo", True, ("127.0.0.1",), ("::1",), 65536, 0)
+ETH0 = Nic("eth0", True, ("198.18.1.1",), (), 1500, 0)
+
+
+def _prolog_dd202(nodes):
+    ctx = PrologFacts({}, nccl_conf=(), hostname="n1", nodes=nodes)
+    # the first node of the job: the "master" the prolog's facts derive is this very host, on loopback
+    ctx.__dict__.update(nics=[LO, ETH0], local_res=Resolution("n1", ("127.0.1.1",)), fqdn="n1",
+                        master_res=Resolution("n1", ("127.0.1.1",)), route=Route("127.0.1.1", "127.0.0.1"))
+    (res,) = run_checks([registry.get("DD202")], ctx, deadline=5)
+    return res
+
+
+def test_prolog_of_a_multi_node_job_fails_dd202_on_its_first_node():
+    res = _prolog_dd202(["n1", "n2"])
+    assert res.status is Status.FAIL
+    assert "master is this host" not in res.findings[0].message
+
+
+def test_prolog_of_a_one_node_job_only_warns_dd202():
+    res = _prolog_dd202(["n1"])
+    (f,) = res.findings
+    assert f.severity is Severity.WARNING and "one-node job" in f.message
