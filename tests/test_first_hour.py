@@ -82,3 +82,45 @@ def test_prolog_of_a_one_node_job_only_warns_dd202():
     res = _prolog_dd202(["n1"])
     (f,) = res.findings
     assert f.severity is Severity.WARNING and "one-node job" in f.message
+
+
+# --------------------------------------------------------------------------- the EADDRINUSE fix: one port per job
+
+def _launch_line_on_node(cmd: str, node: int) -> str:
+    """What `cmd` expands to on one node of Slurm job 4242 (torchrun replaced by echo)."""
+    env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "4242", "SLURM_NODEID": str(node),
+           "SLURMD_NODENAME": f"node{node + 1}"}
+    return subprocess.run(["bash", "-c", cmd.replace("torchrun", "echo", 1)], capture_output=True, text=True,
+                          env=env, timeout=10).stdout
+
+
+def test_port_in_use_fix_gives_every_node_of_a_job_the_same_port():
+    from ddpdoctor.catalog import get
+    from ddpdoctor.catalog.model import Confirm
+    mode = get("MASTER_PORT_IN_USE")
+    launch = [Confirm("node1", "29500").fill(c) for c in mode.fix.commands if c.startswith("torchrun")]
+    assert launch and not any("RANDOM" in c for c in mode.fix.commands)
+    for cmd in launch:
+        lines = {_launch_line_on_node(cmd, n) for n in range(4)}
+        assert len(lines) == 1 and "--rdzv-endpoint=node1:" in lines.pop()
+    # the harness tells the trap apart: $RANDOM draws a port per node
+    trap = "torchrun --rdzv-endpoint=node1:$((29500 + RANDOM % 1000)) ..."
+    assert len({_launch_line_on_node(trap, n) for n in range(6)}) > 1
+
+
+def test_port_in_use_fix_chooses_a_free_port_once():
+    from ddpdoctor.catalog import get
+    (pick,) = [c for c in get("MASTER_PORT_IN_USE").fix.commands if c.startswith("PORT=")]
+    out = subprocess.run(["bash", "-c", pick + '\necho "$PORT"'], capture_output=True, text=True, timeout=10)
+    port = int(out.stdout.strip())
+    import socket
+    with socket.socket() as s:
+        s.bind(("", port))  # free
+
+
+def test_failure_mode_pages_speak_to_the_user_not_about_the_catalogs_history():
+    from ddpdoctor import catalog
+    from ddpdoctor.catalog.pages import failure_page
+    pages = [failure_page(fm) for fm in catalog.failures().values()]
+    assert any(fm.origin == "ddpdoctor" for fm in catalog.failures().values())
+    assert not [p.splitlines()[0] for p in pages if "while building ddpdoctor" in p]
