@@ -25,7 +25,7 @@ ENV = {**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1"}
 
 def ddpdoctor(*args, timeout=60, **kw):
     return subprocess.run([sys.executable, "-m", "ddpdoctor", *args], capture_output=True, text=True,
-                          timeout=timeout, env=ENV, cwd=kw.pop("cwd", ROOT), **kw)
+                          timeout=timeout, env=kw.pop("env", ENV), cwd=kw.pop("cwd", ROOT), **kw)
 
 
 # --------------------------------------------------------------------------- the README's two network lines, one host
@@ -124,3 +124,31 @@ def test_failure_mode_pages_speak_to_the_user_not_about_the_catalogs_history():
     pages = [failure_page(fm) for fm in catalog.failures().values()]
     assert any(fm.origin == "ddpdoctor" for fm in catalog.failures().values())
     assert not [p.splitlines()[0] for p in pages if "while building ddpdoctor" in p]
+
+
+# --------------------------------------------------------------------------- arm --dir D, then explain --fr D
+
+def test_explain_fr_finds_the_dumps_in_the_per_job_folder_arm_made(tmp_path):
+    root = tmp_path / "fr"
+    armed = ddpdoctor("arm", "--dir", str(root), env={**ENV, "SLURM_JOB_ID": "4242"})
+    prefix = dict(ln[len("export "):].split("=", 1) for ln in armed.stdout.splitlines()
+                  if ln.startswith("export "))["TORCH_FR_DUMP_TEMP_FILE"]
+    # where torch writes rank 0's dump: the prefix plus the rank (a real NCCL dump from the fixtures)
+    with open("/work/shared/fixtures/nccl-fr-timeout/fr_rank0", "rb") as src, open(prefix + "0", "wb") as dst:
+        dst.write(src.read())
+    out = ddpdoctor("explain", "--fr", str(root))
+    assert out.returncode == 0, out.stderr
+    assert "1 rank dump from" in out.stdout and "4242" in out.stdout and "all_reduce" in out.stdout
+    assert "per-job folders" in out.stderr
+
+
+def test_explain_fr_reads_the_newest_job_and_names_the_others(tmp_path):
+    for job, age in (("101", 100), ("102", 0)):
+        d = tmp_path / job
+        d.mkdir()
+        f = d / "fr_rank_0"
+        f.write_bytes(open("/work/shared/fixtures/nccl-fr-timeout/fr_rank0", "rb").read())
+        t = time.time() - age
+        os.utime(f, (t, t))
+    out = ddpdoctor("explain", "--fr", str(tmp_path))
+    assert out.returncode == 0 and f"{tmp_path}/102" in out.stdout and "the others: 101" in out.stderr
