@@ -152,3 +152,38 @@ def test_explain_fr_reads_the_newest_job_and_names_the_others(tmp_path):
         os.utime(f, (t, t))
     out = ddpdoctor("explain", "--fr", str(tmp_path))
     assert out.returncode == 0 and f"{tmp_path}/102" in out.stdout and "the others: 101" in out.stderr
+
+
+# --------------------------------------------------------------------------- small things a user notices
+
+def test_help_lines_show_defaults_without_a_none_bound_and_with_an_example():
+    for cmd in ("network", "smoke", "cluster", "prolog", "explain", "inspect", "run"):
+        out = ddpdoctor(cmd, "--help").stdout
+        assert "None" not in out, (cmd, [ln for ln in out.splitlines() if "None" in ln])
+    assert "[default: 60.0]" in ddpdoctor("network", "--help").stdout
+    assert "ddpdoctor network --listen --port 29400" in ddpdoctor("network", "--help").stdout
+    assert "ddpdoctor explain --log job.log" in ddpdoctor("explain", "--help").stdout
+
+
+def test_explain_a_lint_rule_answers_that_rule():
+    out = ddpdoctor("explain", "DL001")
+    assert out.returncode == 0 and out.stdout.startswith("# DL001: ") and "## Fix" in out.stdout
+    assert "did you mean" not in out.stdout + out.stderr
+    page = json.loads(ddpdoctor("explain", "dl003", "--json").stdout)["lint_rule"]
+    assert page["id"] == "DL003" and page["fix"]
+    bad = ddpdoctor("explain", "DL999")
+    assert bad.returncode == 2 and "unknown lint rule" in bad.stderr
+
+
+def test_list_checks_lists_every_id_explain_knows():
+    from ddpdoctor import catalog
+    from ddpdoctor.lint.registry import all_rules
+    entries = json.loads(ddpdoctor("list-checks", "--json").stdout)
+    kinds = {e["kind"] for e in entries}
+    assert kinds == {"check", "lint rule", "failure mode"}
+    ids = {e["id"] for e in entries}
+    assert set(all_rules()) <= ids and set(catalog.failures()) <= ids and set(registry.load_all()) <= ids
+    text = ddpdoctor("list-checks").stdout
+    assert "\nlint rules" in text and "\nfailure modes" in text and "DL001" in text
+    for e in entries[::15]:  # every id listed has a page
+        assert ddpdoctor("explain", e["id"]).returncode == 0, e["id"]

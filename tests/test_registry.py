@@ -86,7 +86,8 @@ def test_every_check_module_is_found_and_registers_checks():
 def test_list_checks_is_sorted_by_id():
     from click.testing import CliRunner
     from ddpdoctor.cli.list_checks import list_checks
-    ids = [line.split()[0] for line in CliRunner().invoke(list_checks, []).output.splitlines() if line.strip()]
+    checks = CliRunner().invoke(list_checks, []).output.split("\n\n")[0]  # lint rules and failure modes follow
+    ids = [line.split()[0] for line in checks.splitlines() if line.strip()]
     assert len(ids) == len(registry.load_all()) and ids == sorted(ids)
 
 
