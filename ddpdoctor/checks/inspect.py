@@ -423,7 +423,11 @@ def flight_recorder_agrees(ctx):
     if not fr:
         raise Skip("the job is not armed (no TORCH_FR_DUMP_TEMP_FILE), and neither --fr DIR nor --debug-server was given")
     if fr.get("empty"):
-        raise Skip(f"no dump in {fr['dir']} yet (torch writes them when a collective times out)")
+        # torch's dump on timeout is the NCCL watchdog's (TORCH_NCCL_DUMP_ON_TIMEOUT); ProcessGroupGloo has none
+        # (docs/flight-recorder.md): waiting for a dump of a Gloo job would wait forever
+        raise Skip(f"no dump in {fr['dir']} yet: NCCL jobs write one when a collective times out, Gloo jobs never "
+                   "do; evidence for Gloo: the stacks (DD51x), `inspect --debug-server` (every rank's live "
+                   "flight-recorder buffer), or the job's log after it fails (`ddpdoctor explain --log`)")
     if fr.get("error"):
         if fr.get("dir", "").startswith("debug server"):
             yield Finding(Severity.WARNING, f"flight recorder: the {fr['dir']} gave nothing to read: {fr['error']}",
