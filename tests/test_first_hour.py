@@ -187,3 +187,22 @@ def test_list_checks_lists_every_id_explain_knows():
     assert "\nlint rules" in text and "\nfailure modes" in text and "DL001" in text
     for e in entries[::15]:  # every id listed has a page
         assert ddpdoctor("explain", e["id"]).returncode == 0, e["id"]
+
+
+# --------------------------------------------------------------------------- run: a verdict also when all is well
+
+def test_run_says_the_verdict_when_all_is_well(tmp_path):
+    (tmp_path / "job.py").write_text("print('job ran')\n")
+    dry = ddpdoctor("run", "--dry-run", "--", "torchrun", "--standalone", "--nproc-per-node=2", "job.py", cwd=tmp_path)
+    assert dry.returncode == 0 and dry.stdout == ""
+    assert "pre-flight:" in dry.stderr and " passed" in dry.stderr and "would launch: torchrun --standalone" in dry.stderr
+    real = ddpdoctor("run", "--no-network", "--", sys.executable, "job.py", cwd=tmp_path)
+    assert real.returncode == 0 and real.stdout == "job ran\n"
+    assert "pre-flight:" in real.stderr and "launching" in real.stderr
+
+
+def test_run_dry_run_of_a_refused_launch_says_it_would_refuse(tmp_path):
+    (tmp_path / "job.py").write_text("print('x')\n")
+    p = ddpdoctor("run", "--dry-run", "--", "torchrun", "--standalone", "--nnodes=2", "--nproc-per-node=1", "job.py",
+                  cwd=tmp_path)
+    assert p.returncode == 1 and "DD820" in p.stderr and "would refuse to launch" in p.stderr
