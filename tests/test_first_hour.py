@@ -206,3 +206,76 @@ def test_run_dry_run_of_a_refused_launch_says_it_would_refuse(tmp_path):
     p = ddpdoctor("run", "--dry-run", "--", "torchrun", "--standalone", "--nnodes=2", "--nproc-per-node=1", "job.py",
                   cwd=tmp_path)
     assert p.returncode == 1 and "DD820" in p.stderr and "would refuse to launch" in p.stderr
+
+
+# --------------------------------------------------------------------------- smoke: the prompt soon after the verdict
+
+def test_smoke_under_torchrun_with_a_stopped_rank_returns_soon_after_the_verdict():
+    """A rank stopped with SIGSTOP cannot handle torchrun's SIGTERM: torchrun waited its 30 s grace
+    before SIGKILL (measured 32.7 s from verdict to prompt before the fix, 3.1 s after, /tmp run of
+    this same scenario). Rank 0 now ends its stopped local ranks once the verdict is out."""
+    import signal
+    import psutil
+    env = {**ENV, "DDPDOCTOR_TEST_TAG": f"stopped-{os.getpid()}"}
+    env.pop("DDPDOCTOR_SMOKE_FAULT", None)
+    tr = subprocess.Popen(["torchrun", "--standalone", "--nproc-per-node", "2", "-m", "ddpdoctor", "smoke", "--quick",
+                           "--timeout", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          cwd=ROOT)
+    stopped = None
+    try:
+        end = time.monotonic() + 60
+        while stopped is None and time.monotonic() < end and tr.poll() is None:
+            for c in psutil.Process(tr.pid).children():
+                try:
+                    if c.environ().get("RANK") == "1":
+                        c.send_signal(signal.SIGSTOP)  # as a user would: `kill -STOP <rank 1's pid>`
+                        stopped = c.pid
+                except psutil.Error:
+                    pass
+            time.sleep(0.02)
+        assert stopped, "rank 1 never started"
+        verdict_at = None
+        for line in tr.stdout:  # rank 0's report; its footer ends the verdict
+            if " failed" in line and line.rstrip().endswith("s"):
+                verdict_at = time.monotonic()
+        tr.wait(60)
+        prompt_after = time.monotonic() - verdict_at
+        err = tr.stderr.read()
+    finally:
+        for p in [tr.pid, *(stopped and [stopped] or [])]:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        tr.wait(10)
+    assert verdict_at is not None and tr.returncode != 0
+    assert f"ended stopped rank 1 (pid {stopped}) after the verdict" in err
+    assert prompt_after < 20, f"{prompt_after:.1f} s from the verdict to the prompt: torchrun's 30 s grace again?"
+    assert not psutil.pid_exists(stopped) or psutil.Process(stopped).status() == psutil.STATUS_ZOMBIE
+
+
+def test_only_stopped_ranks_of_the_same_run_count_as_rank_0s_to_end(tmp_path):
+    """Siblings under one parent (as torchrun's agent holds its ranks): a stopped rank of this run is
+    found; a stopped one of another run, a running one, and a stopped non-smoke process are not."""
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import os, signal, subprocess, sys, time, json\n"
+        "base = {**os.environ, 'TORCHELASTIC_RUN_ID': 'r1', 'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': '29999',\n"
+        "        'WORLD_SIZE': '4'}\n"
+        "sleep = [sys.executable, '-c', 'import time; time.sleep(60)', 'ddpdoctor', 'smoke']\n"
+        "kids = {name: subprocess.Popen(cmd, env={**base, **env}) for name, cmd, env in [\n"
+        "    ('same-run-stopped', sleep, {'RANK': '1'}),\n"
+        "    ('other-run-stopped', sleep, {'RANK': '2', 'TORCHELASTIC_RUN_ID': 'r2'}),\n"
+        "    ('same-run-running', sleep, {'RANK': '3'}),\n"
+        "    ('not-smoke-stopped', [sys.executable, '-c', 'import time; time.sleep(60)'], {'RANK': '1'})]}\n"
+        "for name in ('same-run-stopped', 'other-run-stopped', 'not-smoke-stopped'):\n"
+        "    kids[name].send_signal(signal.SIGSTOP)\n"
+        "time.sleep(0.5)\n"
+        "probe = subprocess.run([sys.executable, '-c', 'from ddpdoctor.smoke.siblings import stopped_local_ranks as s; "
+        "print(s())'], env={**base, 'RANK': '0'}, capture_output=True, text=True)\n"
+        "names = {p.pid: n for n, p in kids.items()}\n"
+        "for p in kids.values():\n"
+        "    p.kill(); p.wait()\n"
+        "print(json.dumps([names[pid] for pid, _ in __import__('ast').literal_eval(probe.stdout or '[]')]), probe.stderr)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=ENV)
+    assert json.loads(out.stdout.splitlines()[0]) == ["same-run-stopped"], out.stdout + out.stderr

@@ -163,8 +163,14 @@ def _under_launcher(cfg, rank_env, **opts) -> None:
     fix_outcome = None
     if outcome.world and outcome.world.get("rerun_fix") and not outcome.signalled:
         fix_outcome = _run_rank(dataclasses.replace(cfg, fix_round=True), rank_env)
-    _finish(cfg, outcome, fix_outcome, launcher=rank_env.launcher, t0=t0, master=rank_env.master_addr,
-            port=rank_env.master_port, **opts)
+    try:
+        _finish(cfg, outcome, fix_outcome, launcher=rank_env.launcher, t0=t0, master=rank_env.master_addr,
+                port=rank_env.master_port, **opts)
+    finally:  # the verdict is out: a stopped local rank would hold the launcher's 30 s SIGTERM grace
+        from ddpdoctor.smoke.siblings import end_stopped_local_ranks
+        for pid, rank in end_stopped_local_ranks():
+            click.echo(f"ddpdoctor smoke: ended stopped rank {rank} (pid {pid}) after the verdict, so that "
+                       f"{rank_env.launcher} need not wait for it", err=True)
 
 
 def _other_rank_exit(cfg, rank_env, outcome, verbose: bool) -> None:
