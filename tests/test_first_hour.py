@@ -279,3 +279,17 @@ def test_only_stopped_ranks_of_the_same_run_count_as_rank_0s_to_end(tmp_path):
         "print(json.dumps([names[pid] for pid, _ in __import__('ast').literal_eval(probe.stdout or '[]')]), probe.stderr)\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=ENV)
     assert json.loads(out.stdout.splitlines()[0]) == ["same-run-stopped"], out.stdout + out.stderr
+
+
+def test_no_rank_output_section_without_output_to_show():
+    """A failed rank whose captured output has nothing to read (blank lines, only torch's `[rank0]:`
+    prefixes, terminal escapes) gets no heading over nothing; one with output keeps it."""
+    from ddpdoctor.render import smoke as render_smoke
+    from ddpdoctor.smoke.plan import SmokeConfig
+    from ddpdoctor.smoke.report import build_report
+    world = {"world_size": 2, "backend": "gloo", "records": {}, "verdict": None}
+    quiet = build_report(world, SmokeConfig(), launcher="torchrun", env={},
+                         logs={0: ["[rank0]:", "[rank0]:   ", "\x1b[0m"], 1: ["[rank1]: RuntimeError: boom"]})
+    text = render_smoke.text(quiet)
+    assert "rank 0 output" not in text
+    assert "rank 1 output (last lines):\n  | [rank1]: RuntimeError: boom" in text
