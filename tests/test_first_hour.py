@@ -293,3 +293,57 @@ def test_no_rank_output_section_without_output_to_show():
     text = render_smoke.text(quiet)
     assert "rank 0 output" not in text
     assert "rank 1 output (last lines):\n  | [rank1]: RuntimeError: boom" in text
+
+
+# --------------------------------------------------------------------------- explain --log a --log b: one conclusion
+
+JOB = 'import os\nimport torch.distributed as dist\ndist.init_process_group("gloo")\n'
+
+
+def _node(tmp_path, node_rank: int, port: int, env):
+    log = open(tmp_path / f"node{node_rank}.log", "w")
+    return subprocess.Popen(["torchrun", "--nnodes", "2", "--node-rank", str(node_rank), "--nproc-per-node", "1",
+                             "--master-addr", "127.0.0.1", "--master-port", str(port), "--rdzv-conf", "timeout=5",
+                             "job.py"], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env)
+
+
+def test_two_nodes_on_different_master_ports_get_one_joint_conclusion(tmp_path):
+    """The user's mistake: node 0 and node 1 launched with different --master-port. Each log alone
+    says something true but partial; together they say why."""
+    (tmp_path / "job.py").write_text(JOB)
+    env = {**ENV, "LOGLEVEL": "INFO"}  # torchrun then prints its launch configuration (rdzv_endpoint)
+    p0, p1 = free_port(), free_port()
+    procs = [_node(tmp_path, 0, p0, env), _node(tmp_path, 1, p1, env)]
+    try:
+        for p in procs:
+            p.wait(90)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    out = ddpdoctor("explain", "--log", "node0.log", "--log", "node1.log", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    joint = out.stdout.split("all 2 logs together")[1]
+    assert f"disagree on the rendezvous port (node0.log: {p0}, node1.log: {p1})" in joint
+    assert "RANDOM" not in joint.replace("never $RANDOM", "")
+    doc = json.loads(ddpdoctor("explain", "--log", "node0.log", "--log", "node1.log", "--json", cwd=tmp_path).stdout)
+    assert doc["joint"]["confidence"] == "high" and len(doc["logs"]) == 2
+    # the same port on both sides is no mismatch
+    (tmp_path / "again.log").write_text((tmp_path / "node0.log").read_text())
+    same = json.loads(ddpdoctor("explain", "--log", "node0.log", "--log", "again.log", "--json", cwd=tmp_path).stdout)
+    assert "disagree on the rendezvous port" not in same["joint"]["conclusion"]
+
+
+def test_without_the_launch_configuration_no_port_mismatch_is_invented(tmp_path):
+    """Without torchrun's INFO lines the store side's log shows no port: no joint port verdict is
+    invented; the root cause in one log and the consequence in the other make the conclusion."""
+    (tmp_path / "job.py").write_text(JOB)
+    p0, p1 = free_port(), free_port()
+    procs = [_node(tmp_path, 0, p0, ENV), _node(tmp_path, 1, p1, ENV)]
+    for p in procs:
+        p.wait(90)
+    doc = json.loads(ddpdoctor("explain", "--log", "node0.log", "--log", "node1.log", "--json", cwd=tmp_path).stdout)
+    j = doc["joint"]
+    assert "disagree on the rendezvous port" not in j["conclusion"]
+    assert j["conclusion"].startswith("the cause is in node1.log") and j["confidence"] == "medium"

@@ -59,8 +59,10 @@ def explain(what: str | None, log_paths: tuple, fr_path: str | None, json_out: b
         from ddpdoctor.flightrec.watchdog import Tap
         taps = [Tap(p if p != "-" else "stdin") for p in log_paths]
         done = [_explain_log(p, json_out, tap) for p, tap in zip(log_paths, taps)]
-        _explain_watchdog(taps, json_out, [doc for doc, _ in done])
-        damages = [damage for _, damage in done if damage]
+        from ddpdoctor.logscan import joint
+        together = joint.judge([ex for _, _, ex in done])  # several logs: one conclusion over them
+        _explain_watchdog(taps, json_out, [doc for doc, _, _ in done], together)
+        damages = [damage for _, damage, _ in done if damage]
         for damage in damages:  # what was readable is above; the damage is still an input error
             click.echo(f"ddpdoctor: error: {damage}", err=True)
         if damages:
@@ -171,7 +173,7 @@ def _explain_fr(path: str, json_out: bool) -> None:
         _echo(fr_render.divergence_text(verdict, path))
 
 
-def _explain_watchdog(taps, json_out: bool, docs: list) -> None:
+def _explain_watchdog(taps, json_out: bool, docs: list, together=None) -> None:
     """After --log: the NCCL watchdog's per-rank progress lines, judged over every log given.
 
     Text: a section after the log's explanation. JSON: one object on stdout, the log's report with a
@@ -186,12 +188,18 @@ def _explain_watchdog(taps, json_out: bool, docs: list) -> None:
         obj = reports[0] if len(reports) == 1 else {"schema": 1, "command": "explain", "logs": reports}
         if view.found:
             obj["watchdog"] = fr_render.to_dict(view)
+        if together is not None:
+            obj["joint"] = together.to_dict()
         _json(obj)
-    elif view.found:
+        return
+    if view.found:
         _echo(fr_render.watchdog_text(view))
+    if together is not None:
+        from ddpdoctor.logscan.joint import lines
+        _echo("\n".join(lines(together)) + "\n")
 
 
-def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str]:
+def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str, object]:
     """Explain one log: prints the text, or returns the JSON document (the caller prints one object);
     and what damaged the input ('' when none: a truncated .gz is explained up to the damage)."""
     from ddpdoctor.logscan import explain_stream
@@ -239,10 +247,10 @@ def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str]:
             d["exit_code"] = 2
             d["error"] = {"kind": "bad_input", "message": damage}
         from ddpdoctor.render import json as rj
-        return rj.document(d), damage
+        return rj.document(d), damage, ex
     from ddpdoctor.render.text import use_colour
     _echo(render.render_text(ex, colour=use_colour(sys.stdout)))
-    return None, damage
+    return None, damage, ex
 
 
 def _json(obj) -> None:
