@@ -16,7 +16,9 @@ DEFAULT_MAX_SIZE = 64 * MiB
 DEFAULT_TIMEOUT = 30.0
 # What to run when torch is missing: pinned (an unpinned `pip install torch` pulls the newest CUDA
 # wheels, gigabytes); the user's cluster may need the version matching its CUDA instead.
-TORCH_INSTALL = "pip install torch==2.13.0 (or the version your job uses)"
+# the version pin does not choose CPU vs CUDA, the index does (PyPI's default on Linux x86-64 is CUDA)
+TORCH_INSTALL = ("install the torch your job uses; without a GPU the CPU build: "
+                 "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
 STARTUP_TIMEOUT = 60.0  # importing torch from a cold network filesystem can take this long
 
 START, IMPORT, STORE, BACKEND, PREAMBLE, INIT = "start", "import torch", "store", "backend", "preamble", "init"
