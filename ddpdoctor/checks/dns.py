@@ -114,7 +114,7 @@ def hostname_not_loopback(ctx):
     if not is_loopback(first):
         return
     nodes = getattr(ctx, "nodes", None)  # the prolog knows the job's nodes; it has no master of its own
-    if nodes is None and ctx.master_literal and ctx.master_addr and is_loopback(ctx.master_addr):
+    if nodes is None and ctx.master_addr and is_loopback(ctx.master_addr) and ctx.master_addr == ctx.master:
         # `network --master 127.0.0.1`: the user said the whole job runs on this host
         yield Finding(Severity.INFO, f"{ctx.hostname} -> {first} (loopback), fine while the whole job runs on this host",
                       kind="ok")
