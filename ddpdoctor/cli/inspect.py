@@ -117,7 +117,8 @@ def build_report(facts, *, deadline: float, select=(), ignore=(), fail_on_warnin
                              extra={"job": facts.job, "ranks": facts.ranks, "other_jobs": facts.other_jobs,
                                     "interval_s": facts.interval, **({"nodes": facts.nodes} if gathered else {}),
                                     **({"flightrec": facts.flightrec} if facts.flightrec else {}),
-                                    **({"watchdog": facts.watchdog} if facts.watchdog else {})})
+                                    **({"watchdog": facts.watchdog} if facts.watchdog else {}),
+                                    **({"jobs": facts.jobs, "chosen": facts.chosen} if facts.jobs else {})})
 
 
 def _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0, fr_dir):

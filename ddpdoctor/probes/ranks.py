@@ -179,9 +179,9 @@ def job_key(env: Mapping[str, str]) -> str:
     return ""
 
 
-def _launcher_of(p: Proc, source: str, agent: Proc | None) -> str:
-    env = p.env or {}
-    kind = agent_kind(agent.argv) if agent else None
+def launcher_name(env: Mapping[str, str], source: str, agent_argv: tuple[str, ...] = ()) -> str:
+    """The launcher that started a rank, from its environment and the argv of the process above it."""
+    kind = agent_kind(agent_argv) if agent_argv else None
     if source == "RANK":
         if kind in ("accelerate", "deepspeed") or any(k.startswith("ACCELERATE_") for k in env):
             return kind or "accelerate"
@@ -269,7 +269,7 @@ def identify(procs: Mapping[int, Proc], exclude: Iterable[int] = ()) -> Discover
         wrappers = tuple(x for x in chain if x != head and x in {a.pid for a in tree.up(head)})
         members = tuple(sorted(x for x in tree.down(head)))
         agent = _agent(tree, top, c[4])
-        ranks.append(Rank(c[0], head, hp.ppid, c[2], c[1], c[3], _launcher_of(hp, c[4], agent), c[4],
+        ranks.append(Rank(c[0], head, hp.ppid, c[2], c[1], c[3], launcher_name(hp.env or {}, c[4], agent.argv if agent else ()), c[4],
                           job_key(hp.env or {}), hp.state, hp.cmdline[:300], dict(hp.env or {}),
                           _int((hp.env or {}).get("TORCHELASTIC_RESTART_COUNT")),
                           agent.pid if agent else None, wrappers, members))
