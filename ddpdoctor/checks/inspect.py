@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Mapping, Sequence
 
 from ddpdoctor.checks.gpu import SET_DEVICE_CODE, misplaced, mib
+from ddpdoctor.facts import progress
 from ddpdoctor.facts.smoke import GpuView, RankRecord
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check
@@ -19,8 +20,7 @@ PTRACE_FIX = ("run as root or as the job's user with kernel.yama.ptrace_scope=0,
               ("sudo sysctl kernel.yama.ptrace_scope=0",
                "sudo setcap cap_sys_ptrace+ep \"$(command -v py-spy)\"",
                "docker run --cap-add SYS_PTRACE ...   # in a container"))
-# Below this share of one core, a main thread with an unchanged stack is waiting, not computing.
-IDLE_CPU = 0.2
+WAITING = ("collective", "init", "distributed")  # where.py kinds: inside a torch.distributed call
 
 
 def _at(w: Mapping[str, Any]) -> str:
@@ -41,7 +41,9 @@ def _ranks(rs: Sequence[int]) -> str:
 
 
 def classify(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """One rank's state: gone | unreadable | stuck | progressing, where it is, and why we say so."""
+    """One rank's state: gone | stopped | unreadable | stuck | progressing | unknown, where it is, and why we say so.
+
+    Progress is judged by what moves (facts/progress.py), never by two stacks that look alike."""
     if rec.get("state") in ("gone", "Z", "X") or any(s.get("kind") == "gone" for s in rec["samples"]):
         return {"state": "gone", "where": None}
     if rec.get("state") == "T":
@@ -53,14 +55,12 @@ def classify(rec: Mapping[str, Any]) -> dict[str, Any]:
         return {"state": "unreadable", "where": oks[0]["where"] if oks else None, "why": bad.get("error", ""),
                 "kind": bad.get("kind", "")}
     a, b = oks[0], oks[-1]
-    same = a["signature"] == b["signature"]
-    cpu = rec.get("main_thread_cpu")
     w = b["where"]
-    if not same:
-        return {"state": "progressing", "where": w, "why": "its stack changed between the samples"}
-    if w["kind"] in ("collective", "init", "distributed") or cpu is None or cpu < IDLE_CPU:
-        return {"state": "stuck", "where": w, "why": "same stack in both samples" + ("" if cpu is None else f", {cpu:.0%} CPU")}
-    return {"state": "progressing", "where": w, "why": f"same line but computing ({cpu:.0%} CPU)"}
+    m = progress.Motion(rec.get("seconds") or 1.0, a["signature"] != b["signature"], w["kind"] in WAITING,
+                        rec.get("main_thread_cpu"), rec.get("main_wakeups"), rec.get("syscalls_per_s"))
+    p = progress.judge(m)
+    state = {progress.MOVING: "progressing", progress.STILL: "stuck"}.get(p.verdict, "unknown")
+    return {"state": state, "where": w, "why": p.why, **({"decide": p.decide} if p.decide else {})}
 
 
 def states(records: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -247,8 +247,14 @@ def job_makes_progress(ctx):
     """
     recs = _require_ranks(ctx)
     st = states(recs)
-    live = {r: s for r, s in st.items() if s["state"] in ("stuck", "progressing")}
+    live = {r: s for r, s in st.items() if s["state"] in ("stuck", "progressing", "unknown")}
     if not live or any(s["state"] == "progressing" for s in live.values()):
+        return
+    unknown = sorted(r for r, s in live.items() if s["state"] == "unknown")
+    if unknown:  # weak evidence: say so, and what would decide, never "hung"
+        s0 = live[unknown[0]]
+        yield Finding(Severity.WARNING, f"progress unknown for {_who(unknown, st)}: {s0['why']}",
+                      hint=f"decide: {s0.get('decide', '')}", evidence={"ranks": unknown})
         return
     groups = _waiting_groups(live)
     if not groups:

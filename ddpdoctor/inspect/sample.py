@@ -113,14 +113,14 @@ def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float =
     procs = list(job.ranks)
     pids = [p.pid for p in procs]
     hz = os.sysconf("SC_CLK_TCK")
-    ticks0 = {p: proctable.thread_ticks(p) for p in pids}
+    act0 = {p: proctable.activity(p) for p in pids}
     t0 = time.monotonic()
     first = _stacks(procs, dump_timeout, fallback)
     snap = _nvml_snapshot() if nvml else {}
     time.sleep(max(0.0, interval - (time.monotonic() - t0)))
     second = _stacks(procs, dump_timeout, fallback)
     elapsed = time.monotonic() - t0
-    ticks1 = {p: proctable.thread_ticks(p) for p in pids}
+    act1 = {p: proctable.activity(p) for p in pids}
     records = []
     host = socket.gethostname()
     for p in procs:
@@ -132,14 +132,19 @@ def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float =
                             "signature": [list(x) for x in signature(main)] if d.ok else None,
                             "threads": len(d.threads), **({"source": d.extra["source"]} if d.extra.get("source") else {})})
         st = proctable.read_stat(p.pid)
+        a, b = act0[p.pid], act1[p.pid]
         cpu = None
-        if ticks0[p.pid] is not None and ticks1[p.pid] is not None:
-            cpu = round((ticks1[p.pid] - ticks0[p.pid]) / hz / max(elapsed, 1e-3), 3)
+        if a.main_ticks is not None and b.main_ticks is not None:
+            cpu = round((b.main_ticks - a.main_ticks) / hz / max(elapsed, 1e-3), 3)
+        # counters that move while the rank works (facts/progress.py judges them)
+        wake = None if a.main_wakeups is None or b.main_wakeups is None else b.main_wakeups - a.main_wakeups
+        sysc = None if a.syscalls is None or b.syscalls is None else round((b.syscalls - a.syscalls) / max(elapsed, 1e-3), 1)
         records.append({"rank": p.rank, "pid": p.pid, "host": host, "local_rank": p.local_rank,
                         "world_size": p.world_size, "launcher": p.launcher, "state": st[0] if st else "gone",
                         "state_before": p.state, "main_thread_cpu": cpu, "env": dict(p.env), "samples": samples,
                         "cmdline": p.cmdline, "generation": p.generation, "agent": p.agent, "members": list(p.members),
-                        "wrappers": list(p.wrappers), "rank_from": p.source})
+                        "wrappers": list(p.wrappers), "rank_from": p.source, "main_wakeups": wake,
+                        "syscalls_per_s": sysc, "seconds": round(elapsed, 3)})
     others = sorted(j.key for j in disc.jobs if j is not job)
     return InspectFacts(host, job.key, records, round(elapsed, 3), others, snap, _pid_namespace_differs(),
                         jobs=[{**j.to_dict(), "host": host, "chosen": j is job} for j in disc.jobs], chosen=why)

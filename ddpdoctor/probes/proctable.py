@@ -172,3 +172,29 @@ def ancestors(pid: int, root: str = "/proc") -> set[int]:
             break
         pid = st[1]
     return out
+
+
+@dataclass(frozen=True)
+class Activity:
+    """Counters of one process that only grow while it works (cumulative; compare two reads)."""
+    main_ticks: int | None       # main thread user+system clock ticks
+    proc_ticks: int | None       # whole process
+    main_wakeups: int | None     # main thread's voluntary context switches: each blocking wait that ended
+    syscalls: int | None         # read/write-family system calls of the whole process (/proc/<pid>/io syscr+syscw)
+
+
+def activity(pid: int, root: str = "/proc") -> Activity:
+    wake = None
+    for line in (_read(f"{root}/{pid}/task/{pid}/status", "r") or "").splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            wake = int(line.split()[1])
+    sysc = None
+    io = _read(f"{root}/{pid}/io", "r")  # root or the job's user only (ptrace read rights)
+    if io:
+        vals = dict(line.split(": ", 1) for line in io.splitlines() if ": " in line)
+        try:
+            sysc = int(vals["syscr"]) + int(vals["syscw"])
+        except (KeyError, ValueError):
+            sysc = None
+    st = read_stat(pid, root)
+    return Activity(thread_ticks(pid, root), st[2] if st else None, wake, sysc)

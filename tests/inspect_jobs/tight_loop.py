@@ -1,0 +1,20 @@
+"""A healthy Gloo job that loops on small all_reduces (hundreds a second) for TIGHT_SECONDS, then exits 0.
+
+Every stack sample lands in the all_reduce line: the case that made `inspect` call a running job hung."""
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+t = torch.ones(8)
+end = time.monotonic() + float(os.environ.get("TIGHT_SECONDS", "60"))
+n = 0
+print(f"ready {dist.get_rank()}", flush=True)
+while time.monotonic() < end:
+    dist.all_reduce(t)  # LINE_TIGHT
+    t.fill_(1.0)
+    n += 1
+print(f"done {dist.get_rank()} {n} all_reduces", flush=True)
+dist.destroy_process_group()
