@@ -101,18 +101,14 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
     emit(report, json_out=json_out, verbose=verbose)
 
 
-@dataclasses.dataclass
-class _Ctx:
-    facts: object
-
-
 def build_report(facts, *, deadline: float, select=(), ignore=(), fail_on_warning: bool = False,
                  gathered: bool = False):
     """The verdict on gathered facts: the inspect checks, and the facts the report carries in `extra`."""
     from ddpdoctor import registry, runner
 
     checks = registry.select("inspect", select=select, ignore=ignore)
-    return runner.run_report("inspect", facts.host, checks, _Ctx(facts), deadline=deadline,
+    from ddpdoctor.facts.inspect import InspectContext
+    return runner.run_report("inspect", facts.host, checks, InspectContext.from_facts(facts), deadline=deadline,
                              fail_on_warning=fail_on_warning,
                              extra={"job": facts.job, "ranks": facts.ranks, "other_jobs": facts.other_jobs,
                                     "interval_s": facts.interval, **({"nodes": facts.nodes} if gathered else {}),
