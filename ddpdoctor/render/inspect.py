@@ -16,15 +16,16 @@ def lines(report: Report) -> list[str]:
                   x.get("jobs") or [], x.get("chosen") or "")
 
 
-def _jobs_lines(job, jobs, chosen: str) -> list[str]:
-    """The job judged and why, its launcher's notes, and every other job found (none dropped silently)."""
+def _jobs_lines(job, jobs, chosen: str, many: bool) -> list[str]:
+    """The job judged and why, its launcher's notes, and every other job found (none dropped silently);
+    `many`: --gather, the jobs come from several nodes."""
     out = []
     others = [j for j in jobs if j["job"] != job]
     if others:
         out.append(f"  judged: {chosen}")
     for j in jobs:
         if j["job"] == job:
-            out += [f"  note{' on ' + j['host'] if j.get('host') else ''}: {n}" for n in j.get("notes") or []]
+            out += [f"  note{' on ' + j['host'] if many and j.get('host') else ''}: {n}" for n in j.get("notes") or []]
     seen = set()
     for j in others:
         if (j["job"], j.get("host")) in seen:
@@ -32,7 +33,7 @@ def _jobs_lines(job, jobs, chosen: str) -> list[str]:
         seen.add((j["job"], j.get("host")))
         agents = ", ".join(f"{a['kind']} pid {a['pid']}" for a in j.get("agents") or [])
         pid = next((r["pid"] for r in j.get("ranks") or []), None) or next((a["pid"] for a in j.get("agents") or []), None)
-        host = f" on {j['host']}" if j.get("host") else ""
+        host = f" on {j['host']}" if many and j.get("host") else ""
         out.append(f"  also{host}: job {j['job']}, {len(j.get('ranks') or [])} rank(s)"
                    + (f" started by {agents}" if agents else "") + (f": ddpdoctor inspect --pid {pid}" if pid else ""))
     return out
@@ -40,7 +41,7 @@ def _jobs_lines(job, jobs, chosen: str) -> list[str]:
 
 def _table(job, host: str, ranks, interval: float, nodes, jobs=(), chosen: str = "") -> list[str]:
     lines = [f"job {job} on {host}: {len(ranks)} rank(s), samples {interval:.1f} s apart"]
-    lines += _jobs_lines(job, jobs, chosen)
+    lines += _jobs_lines(job, jobs, chosen, bool(nodes))
     for n in nodes:  # --gather: one line per node that has nothing to show in the rank lines
         if not n.get("reported"):
             lines.append(f"  {n['node']}: did not report")

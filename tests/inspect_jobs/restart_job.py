@@ -8,8 +8,13 @@ import torch
 import torch.distributed as dist
 
 gen = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
-dist.init_process_group("gloo")
-r = dist.get_rank()
+r, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+# each generation's keys under a prefix of its own: the agent's store outlives generation 0, whose Gloo
+# addresses generation 1 would otherwise read and fail to connect to
+agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                      is_master=(r == 0 and not agent_store))
+dist.init_process_group("gloo", store=dist.PrefixStore(f"gen{gen}", store), rank=r, world_size=world)
 print(f"ready {r} gen {gen} pid {os.getpid()}", flush=True)
 if gen == 0:
     if r == 1:
