@@ -7,6 +7,8 @@ editing this file. docs/writing-a-check.md states the same rules for people.
 from __future__ import annotations
 
 import ast
+
+import click
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "ddpdoctor"
@@ -24,7 +26,9 @@ FACTS_MAY_IMPORT = {
     "ddpdoctor.knownvars", "ddpdoctor.launch", "ddpdoctor.siteconfig",
 }
 # What render/ may import: reports in, text out (facts only for their plain-data helpers).
-RENDER_MAY_IMPORT = {"ddpdoctor.model", "ddpdoctor.facts", "ddpdoctor.units", "ddpdoctor.render", "ddpdoctor.streams"}
+# ddpdoctor.commands: each command's declaration names the module of its own text section.
+RENDER_MAY_IMPORT = {"ddpdoctor.model", "ddpdoctor.facts", "ddpdoctor.units", "ddpdoctor.render", "ddpdoctor.streams",
+                     "ddpdoctor.commands"}
 # Imports that break the rule today, each with the reason it is still there. The test fails when
 # an entry is no longer needed, so this list can only shrink.
 KNOWN_DEBT: dict[tuple[str, str], str] = {}
@@ -109,9 +113,41 @@ def test_every_commands_own_section_has_a_renderer():
     """render/text.py imports each command's section renderer by name (importlib, which the walker
     cannot see): every name must be a module with lines(report)."""
     import importlib
-    from ddpdoctor.render.text import SECTIONS
-    for command, name in SECTIONS.items():
+    from ddpdoctor.commands import COMMANDS
+    sections = [(c.name, c.section) for c in COMMANDS if c.section]
+    assert sections
+    for command, name in sections:
         assert callable(getattr(importlib.import_module(name), "lines", None)), (command, name)
+
+
+def test_every_declared_command_and_context_type_resolves():
+    """commands.py names modules by string (so nothing is imported before it is used): each must exist."""
+    from ddpdoctor.commands import COMMANDS
+    for c in COMMANDS:
+        assert isinstance(c.load_cli(), click.Command), c.name
+        if c.context_type:
+            assert isinstance(c.load_context_type(), type), c.name
+
+
+def test_no_table_is_keyed_by_command_name():
+    """One declaration per command (ddpdoctor/commands.py): a dict or set literal elsewhere whose keys
+    are command names is a second table that a new command would have to be added to."""
+    from ddpdoctor.commands import COMMANDS
+    names = {c.name for c in COMMANDS}
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path == PKG / "commands.py":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        tags = {id(k.value) for k in ast.walk(tree) if isinstance(k, ast.keyword) and k.arg == "tags"}  # a check's own tags
+        for node in ast.walk(tree):
+            if id(node) in tags:
+                continue
+            keys = node.keys if isinstance(node, ast.Dict) else node.elts if isinstance(node, (ast.Set, ast.Tuple, ast.List)) else []
+            strs = {k.value for k in keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            if len(strs & names) >= 3 and len(strs & names) * 2 >= len(strs):
+                bad.append(f"{path.relative_to(PKG.parent)}:{node.lineno}: {sorted(strs & names)}")
+    assert not bad, "tables keyed by command name (declare the command in ddpdoctor/commands.py):\n" + "\n".join(bad)
 
 
 def test_no_command_puts_pre_rendered_text_in_a_report():
@@ -149,3 +185,14 @@ def test_rules_catch_a_violation():
     deps = _imports(PKG / "checks" / "x.py", src)
     assert deps == {"ddpdoctor.smoke.plan", "ddpdoctor.cli", "ddpdoctor.checks.gpu", "ddpdoctor.siteconfig"}
     assert [d for d in deps if not _allowed(d, CHECKS_MAY_IMPORT)] != []
+
+
+def test_commands_write_json_only_through_render_json():
+    """One writer of JSON (render/json.py: strict, NaN -> null, one error shape): cli/ calls it."""
+    bad = []
+    for path in sorted((PKG / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Attribute) and node.attr in ("dumps", "dump")
+                    and isinstance(node.value, ast.Name) and node.value.id == "json"):
+                bad.append(f"{path.name}:{node.lineno}")
+    assert not bad, f"json.dumps in cli/ (use ddpdoctor.render.json): {bad}"

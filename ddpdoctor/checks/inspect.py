@@ -133,7 +133,7 @@ def ranks_agree_on_collective(ctx):
             fix=Fix(f"make {_ranks(ranks)} reach {maj[0]} at {maj[1]}:{maj[2]} like the others: look for a "
                     f"rank-dependent branch before {key[1]}:{key[2]}"),
             evidence={"odd": ranks, "odd_at": list(key), "majority": groups[maj], "majority_at": list(maj),
-                      "nodes": sorted({st[r].node for r in ranks})})
+                      "nodes": sorted({st[r].node for r in ranks})}, kind="diverged")
 
 
 @check("DD511", "every rank of the job on this node is alive", category="distributed", tags={"inspect"}, timeout=2)
@@ -156,11 +156,11 @@ def ranks_alive(ctx):
         if s.state == "gone":
             yield Finding(Severity.ERROR, f"{_who([rank], st)} (pid {s.pid}) is gone", hint="it exited or is a zombie",
                           fix=Fix("read its error in the launcher's output or TORCHELASTIC_ERROR_FILE"),
-                          evidence={"rank": rank, "pid": s.pid})
+                          evidence={"rank": rank, "pid": s.pid}, kind="gone")
         elif s.state == "stopped":
             yield Finding(Severity.ERROR, f"{_who([rank], st)} (pid {s.pid}) is stopped (state T)",
                           hint="a SIGSTOP or a debugger holds it", fix=Fix("resume it", commands=(f"kill -CONT {s.pid}",)),
-                          evidence={"rank": rank, "pid": s.pid})
+                          evidence={"rank": rank, "pid": s.pid}, kind="stopped")
     by_node: dict[str, list[RankView]] = {}
     for r in recs:
         by_node.setdefault(r.node, []).append(r)
@@ -182,7 +182,7 @@ def ranks_alive(ctx):
                           + (f" on {node}" if many else "") + " is gone: no process of the job has it",
                           hint="the launcher started it; it exited, and the others wait for it",
                           fix=Fix("read its exit code and error in the launcher's output"),
-                          evidence={"missing_local_ranks": missing, "ranks": guess, "node": node})
+                          evidence={"missing_local_ranks": missing, "ranks": guess, "node": node}, kind="absent")
     nodes = ctx.nodes
     if nodes and all(n.reported for n in nodes):
         # --gather saw every node of the step: a rank of the world that none of them has is gone
@@ -193,7 +193,7 @@ def ranks_alive(ctx):
                           hint="no process on any node of the step has that rank: it exited (or runs on a node "
                                "the step did not include)",
                           fix=Fix("read its exit code and error in the launcher's output; gather every node of the job"),
-                          evidence={"ranks": absent, "world": world})
+                          evidence={"ranks": absent, "world": world}, kind="absent")
 
 
 @check("DD512", "no rank is elsewhere while the others wait in a collective", category="distributed",
@@ -226,7 +226,8 @@ def ranks_not_in_collective(ctx):
                       hint=f"pid {s.pid}: {s.why}; it never reaches the collective the others wait in",
                       fix=Fix(f"see why rank {rank} blocks at {w.at}",
                               commands=(f"py-spy dump --pid {s.pid} --native   # with C frames",)),
-                      evidence={"rank": rank, "pid": s.pid, "where": w.to_dict(), "majority_at": list(maj)})
+                      evidence={"rank": rank, "pid": s.pid, "where": w.to_dict(), "majority_at": list(maj)},
+                      kind="elsewhere")
 
 
 @check("DD513", "the job makes progress", category="distributed", tags={"inspect"}, timeout=2)
@@ -253,7 +254,7 @@ def job_makes_progress(ctx):
     if unknown:  # weak evidence: say so, and what would decide, never "hung"
         s0 = live[unknown[0]]
         yield Finding(Severity.WARNING, f"progress unknown for {_who(unknown, st)}: {s0.why}",
-                      hint=f"decide: {s0.decide}", evidence={"ranks": unknown})
+                      hint=f"decide: {s0.decide}", evidence={"ranks": unknown}, kind="unknown")
         return
     groups = _waiting_groups(live)
     if not groups:
@@ -261,7 +262,7 @@ def job_makes_progress(ctx):
         yield Finding(Severity.WARNING, f"no rank moved in {ctx.interval:.1f} s and none is in a collective: {where}",
                       hint="a long computation in one C call, blocking I/O, or sleeping: sample again to be sure",
                       fix=Fix("inspect again with a longer interval", commands=("ddpdoctor inspect --interval 5",)),
-                      evidence={"ranks": sorted(live)})
+                      evidence={"ranks": sorted(live)}, kind="no-progress")
         return
     if len(groups) != 1 or len(next(iter(groups.values()))) != len(live):
         return  # DD510/DD512 name the odd rank
@@ -275,7 +276,7 @@ def job_makes_progress(ctx):
                   hint="same stack in every sample",
                   fix=Fix("inspect the other nodes of the job",
                           commands=("srun --jobid $SLURM_JOB_ID --overlap -N $SLURM_NNODES --ntasks-per-node 1 ddpdoctor inspect",)),
-                  evidence={"ranks": ranks, "at": [call, file, line], "elsewhere": elsewhere})
+                  evidence={"ranks": ranks, "at": [call, file, line], "elsewhere": elsewhere}, kind="all-waiting")
 
 
 @check("DD514", "py-spy reads every rank's stack", category="distributed", tags={"inspect"}, timeout=2)
@@ -296,12 +297,12 @@ def stacks_readable(ctx):
     if perm:
         yield Finding(Severity.ERROR, f"py-spy may not read {_ranks(perm)}: no ptrace rights over the job's processes",
                       hint="root, CAP_SYS_PTRACE, or kernel.yama.ptrace_scope=0 for a process of your own user",
-                      fix=Fix(PTRACE_FIX[0], commands=PTRACE_FIX[1]), evidence={"ranks": perm})
+                      fix=Fix(PTRACE_FIX[0], commands=PTRACE_FIX[1]), evidence={"ranks": perm}, kind="ptrace")
     for r in recs:
         bad = [s for s in r.samples if not s.ok and s.kind not in ("permission", "gone")]
         if bad:
             yield Finding(Severity.WARNING, f"py-spy could not read rank {r.rank} (pid {r.pid}): {bad[0].error}",
-                          evidence={"rank": r.rank, "pid": r.pid, "errors": [s.error for s in bad]})
+                          evidence={"rank": r.rank, "pid": r.pid, "errors": [s.error for s in bad]}, kind="unreadable")
 
 
 @check("DD515", "every node of the step reported its ranks (inspect --gather)", category="distributed",
@@ -328,14 +329,14 @@ def gathered_nodes_reported(ctx):
             yield Finding(Severity.ERROR, f"{n.node} did not report within the deadline: its ranks are unknown",
                           hint="its task did not start, could not reach the store on the first node, or overran",
                           fix=Fix(f"inspect it directly: ssh {n.node} ddpdoctor inspect; or raise --deadline"),
-                          evidence={"node": n.node})
+                          evidence={"node": n.node}, kind="no-report")
         elif n.error:
             yield Finding(Severity.ERROR, f"{n.node}: {n.error}",
                           hint="its ranks exited, or the step includes a node the job does not run on",
                           fix=Fix("read the launcher's output for the ranks that ran on it"),
-                          evidence={"node": n.node})
+                          evidence={"node": n.node}, kind="error")
 
 
-# DD410 and DD516/DD517 live in modules of their own; importing them here registers them with this module
+# DD410 and DD516/DD517 live in modules of their own (the registry finds them); their names stay importable here
 from ddpdoctor.checks.inspect_armed import flight_recorder_agrees, watchdog_lines_agree  # noqa: E402,F401
 from ddpdoctor.checks.inspect_gpu import nvml_records, running_rank_memory_on_own_gpu  # noqa: E402,F401

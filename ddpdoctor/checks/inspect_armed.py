@@ -41,10 +41,11 @@ def flight_recorder_agrees(ctx: InspectContext):
             yield Finding(Severity.WARNING, f"flight recorder: the {fr.dir} gave nothing to read: {fr.error}",
                           fix=Fix("call torch.distributed.debug.start_debug_server() in every rank after "
                                   "init_process_group, or arm the job for dumps", commands=("ddpdoctor arm",)),
-                          evidence=dict(fr.raw))
+                          evidence=dict(fr.raw), kind="empty")
             return
         yield Finding(Severity.WARNING, f"flight-recorder dumps in {fr.dir} unreadable: {fr.error}",
-                      fix=Fix("check the dumps' owner and that they come from this job"), evidence=dict(fr.raw))
+                      fix=Fix("check the dumps' owner and that they come from this job"), evidence=dict(fr.raw),
+                      kind="unreadable")
         return
     reached = {r: s for g in fr.groups[:1] for r, s in g.last_seq.items()}
     tail = f"; no dump from {_ranks([int(x) for x in fr.missing])}" if fr.missing else ""
@@ -59,7 +60,7 @@ def flight_recorder_agrees(ctx: InspectContext):
                           f"flight recorder: {_ranks(g.not_entered)} never entered {at}; "
                           f"{_ranks(g.waiting)} wait in it{tail}",
                           hint=where, fix=Fix(f"see what {_ranks(g.not_entered)} did instead of {at}", commands=more),
-                          evidence=ev)
+                          evidence=ev, kind="never-entered")
         elif g.status == "mismatch":
             vs = sorted(g.variants, key=lambda x: -len(x["ranks"]))
             odd = "; ".join(f"{_ranks(x['ranks'])} called {x['op']}" for x in vs[1:])
@@ -67,11 +68,11 @@ def flight_recorder_agrees(ctx: InspectContext):
                           f"flight recorder: at {at} {odd} while {_ranks(vs[0]['ranks'])} called {vs[0]['op']}{tail}"
                           if vs else f"flight recorder: ranks called different collectives at {at}{tail}",
                           hint=where, fix=Fix("make every rank issue the same collectives in the same order", commands=more),
-                          evidence=ev)
+                          evidence=ev, kind="mismatch")
         elif g.status == "stuck":
             yield Finding(Severity.WARNING,
                           f"flight recorder: every dumped rank entered {at} and none completed it{tail}",
-                          hint=g.note, evidence=ev)
+                          hint=g.note, evidence=ev, kind="none-completed")
         else:
             continue
         return
@@ -106,8 +107,9 @@ def watchdog_lines_agree(ctx: InspectContext):
         yield Finding(Severity.ERROR, f"watchdog: {_ranks(g.origin)} never entered {at}; "
                                       f"{_ranks(g.victims)} wait in it",
                       hint=f"from {', '.join(wd.logs)}",
-                      fix=Fix(f"see what {_ranks(g.origin)} did before {at}"), evidence=ev)
+                      fix=Fix(f"see what {_ranks(g.origin)} did before {at}"), evidence=ev,
+                      kind="never-entered")
     else:
         yield Finding(Severity.WARNING, f"watchdog: {at} timed out on {_ranks(g.victims)}, "
                                         "every rank in the log had entered it",
-                      hint=g.note, evidence=ev)
+                      hint=g.note, evidence=ev, kind="timed-out")

@@ -82,11 +82,11 @@ def _memory_findings(snap: NvmlView, recs: Sequence[RankView], pid_namespace_dif
                       "NVML reports pids of another pid namespace (a container): cannot map GPU memory to ranks here",
                       hint=f"NVML pids {sorted(seen)[:8]} match none of the job's pids {sorted(ours)[:8]}",
                       fix=Fix("run ddpdoctor inspect on the host, or in the job's container with --pid=host"),
-                      evidence={"nvml_pids": sorted(seen), "rank_pids": sorted(ours)})
+                      evidence={"nvml_pids": sorted(seen), "rank_pids": sorted(ours)}, kind="pid-namespace")
         return
     for m in misplaced(nvml_records(recs, snap)):
         yield Finding(Severity.ERROR,
                       f"rank {m['rank']} (pid {m['pid']}) holds {mib(m['used'])} on GPU {m['gpu']}, its own GPU is {m['own_gpu']}",
                       hint="a CUDA call ran before torch.cuda.set_device(local_rank), or torch.load without map_location",
                       fix=Fix("bind each process to its own GPU before any CUDA call", code=SET_DEVICE_CODE),
-                      evidence={k: m[k] for k in ("rank", "pid", "gpu", "uuid", "used", "own_gpu")})
+                      evidence={k: m[k] for k in ("rank", "pid", "gpu", "uuid", "used", "own_gpu")}, kind="wrong-gpu")

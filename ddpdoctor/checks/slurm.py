@@ -48,23 +48,23 @@ def job_gpus_present(ctx):
         what = f"the job was given GPU(s) {','.join(want)}" if want else f"the node should have {expected} GPU(s)"
         yield Finding(Severity.ERROR, f"{what} but NVML cannot see any: {snap.error}",
                       hint="the NVIDIA driver is not loaded, or a GPU is lost", fix=diag,
-                      evidence={"job_gpus": list(want), "nvml_error": snap.error})
+                      evidence={"job_gpus": list(want), "nvml_error": snap.error}, kind="nvml")
         return
     count = len(snap.gpus)
     ev = {"job_gpus": list(want), "nvml_count": count, "expected_gpus": expected, "driver": snap.driver}
     if expected and count != expected:
         yield Finding(Severity.ERROR, f"NVML lists {count} GPU(s), the node should have {expected}",
                       hint="fewer: a GPU fell off the bus or failed to initialise; more: thresholds.expected_gpus is wrong",
-                      fix=diag, evidence=ev)
+                      fix=diag, evidence=ev, kind="count")
     missing = [e for e in want if _gpu_for(e, snap.gpus) is None]
     if missing:
         have = f"0-{count - 1}" if count else "none"
         yield Finding(Severity.ERROR,
                       f"Slurm gave the job GPU(s) {','.join(missing)}, which NVML does not list (it lists {count}: {have})",
-                      hint="a GPU is missing, or gres.conf names more GPUs than the node has", fix=diag, evidence=ev)
+                      hint="a GPU is missing, or gres.conf names more GPUs than the node has", fix=diag, evidence=ev, kind="missing")
     if not missing and not (expected and count != expected):
         yield Finding(Severity.INFO, f"{count} GPU(s) (driver {snap.driver})"
-                      + (f"; the job's {','.join(want)} present" if want else ""), evidence=ev)
+                      + (f"; the job's {','.join(want)} present" if want else ""), evidence=ev, kind="ok")
 
 
 @check("DD702", "the job's GPUs are free before it starts", category="slurm", tags={"prolog"}, timeout=3)
@@ -104,7 +104,7 @@ def job_gpus_idle(ctx):
                           fix=Fix("kill the leftover processes, and make the Epilog kill them",
                                   (f"nvidia-smi -i {g.index} --query-compute-apps=pid,process_name,used_memory --format=csv",
                                    *(f"kill -9 {p.pid}" for p in g.processes[:4]))),
-                          evidence=ev)
+                          evidence=ev, kind="busy")
         elif g.used > limit:
             clean = False
             yield Finding(Severity.ERROR,
@@ -113,9 +113,9 @@ def job_gpus_idle(ctx):
                           hint="a process in another PID namespace (container), or memory an exited process never released",
                           fix=Fix("find the holder, or reset the GPU when nothing runs on it",
                                   ("nvidia-smi", f"nvidia-smi --gpu-reset -i {g.index}")),
-                          evidence=ev)
+                          evidence=ev, kind="memory")
     if clean:
-        yield Finding(Severity.INFO, f"GPU(s) {','.join(want)} idle")
+        yield Finding(Severity.INFO, f"GPU(s) {','.join(want)} idle", kind="ok")
 
 
 # ----------------------------------------------------------------------------- ddpdoctor cluster
@@ -156,7 +156,7 @@ def every_node_reported(ctx):
     (`srun --exclude=$(cat failing_nodes)`) until it is repaired.
     """
     if not ctx.missing:
-        yield Finding(Severity.INFO, f"all {ctx.world} node(s) reported in {ctx.elapsed_s:.1f} s")
+        yield Finding(Severity.INFO, f"all {ctx.world} node(s) reported in {ctx.elapsed_s:.1f} s", kind="ok")
         return
     for j in ctx.missing:
         name = ctx.names[j]
@@ -174,7 +174,7 @@ def every_node_reported(ctx):
         yield Finding(Severity.ERROR, msg, hint=hint,
                       fix=Fix(f"look at {name}'s own output, and exclude it until it is repaired",
                               (f"srun --exclude={name} ...",)),
-                      evidence={"node": name, "seen_by": [ctx.names[i] for i in seen]})
+                      evidence={"node": name, "seen_by": [ctx.names[i] for i in seen]}, kind="missing")
 
 
 @check("DD712", "every node resolves every other node's name", category="slurm", tags={"cluster"}, timeout=2)
@@ -199,13 +199,13 @@ def names_resolve_everywhere(ctx):
                       "(slow or unreachable DNS server; cannot tell whether it resolves)",
                       fix=Fix(f"list the cluster's names in /etc/hosts or fix the first nameserver on {ctx.label(srcs)}",
                               ("cat /etc/resolv.conf", f"time getent ahosts {ctx.names[j]}")),
-                      evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs], "timed_out": True})
+                      evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs], "timed_out": True}, kind="slow")
     for (j, err), srcs in _grouped(ctx, [p for p in pairs if p.kind == "N" and not p.probe.get("resolve_timed_out")],
                                   lambda p: p.probe.get("resolve_error", "")).items():
         yield Finding(Severity.ERROR, f"{ctx.names[j]} does not resolve on {ctx.label(srcs)}: {err}",
                       fix=Fix(f"add {ctx.names[j]} to /etc/hosts (or DNS) on {ctx.label(srcs)}",
                               (f"echo '{_addr_of(ctx, j)} {ctx.names[j]}' | sudo tee -a /etc/hosts",)),
-                      evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs]})
+                      evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs]}, kind="unresolved")
     for p in pairs:
         if p.kind == "W":
             who = p.probe.get("rdzv", {}).get("answered_by", "?")
@@ -214,7 +214,7 @@ def names_resolve_everywhere(ctx):
                           hint="a stale /etc/hosts line or DNS record points the name at another machine",
                           fix=Fix(f"correct {ctx.names[p.dst]}'s entry on {ctx.names[p.src]}",
                                   (f"getent ahosts {ctx.names[p.dst]}   # on {ctx.names[p.src]}",)),
-                          evidence={"node": ctx.names[p.dst], "on": ctx.names[p.src], "addr": p.probe.get("addr")})
+                          evidence={"node": ctx.names[p.dst], "on": ctx.names[p.src], "addr": p.probe.get("addr")}, kind="other-host")
     for i in range(ctx.world):
         for j_s, p in ((ctx.records.get(i) or {}).get("probes") or {}).items() if ctx.finished(i) else ():
             j = int(j_s)
@@ -225,7 +225,7 @@ def names_resolve_everywhere(ctx):
                               f"({', '.join(own)})",
                               fix=Fix(f"correct {ctx.names[j]}'s entry on {ctx.names[i]}",
                                       (f"getent ahosts {ctx.names[j]}   # on {ctx.names[i]}",)),
-                              evidence={"node": ctx.names[j], "on": ctx.names[i], "addr": p["addr"], "own": own})
+                              evidence={"node": ctx.names[j], "on": ctx.names[i], "addr": p["addr"], "own": own}, kind="not-own-addr")
 
 
 @check("DD713", "every pair of nodes connects on the rendezvous port", category="slurm", tags={"cluster"}, timeout=2)
@@ -252,17 +252,17 @@ def pairs_connect_on_rendezvous_port(ctx):
                       hint=f"{len(srcs)} node(s) cannot open {ctx.names[j]}:{port}",
                       fix=Fix(f"accept TCP port {port} from the other nodes on {ctx.names[j]}", cmds),
                       evidence={"receiver": ctx.names[j], "senders": [ctx.names[i] for i in srcs], "state": state,
-                                "port": port})
+                                "port": port}, kind="port")
     for i in range(ctx.world):
         err = (ctx.records.get(i) or {}).get("port_error")
         if err:
             yield Finding(Severity.ERROR if i == 0 else Severity.WARNING,
                           f"port {port} is {err} on {ctx.names[i]}"
                           + (": the rendezvous host cannot serve it" if i == 0 else ""),
-                          fix=Fix(f"find what holds port {port} on {ctx.names[i]}", (f"ss -ltnp 'sport = :{port}'",)))
+                          fix=Fix(f"find what holds port {port} on {ctx.names[i]}", (f"ss -ltnp 'sport = :{port}'",)), kind="port-held")
     if not bad:
         probed = sum(1 for i in range(ctx.world) for j in range(ctx.world) if i != j and ctx.probe(i, j) is not None)
-        yield Finding(Severity.INFO, f"{probed} probe(s) reached port {port}")
+        yield Finding(Severity.INFO, f"{probed} probe(s) reached port {port}", kind="ok")
 
 
 @check("DD714", "every pair of nodes connects on an ephemeral port", category="slurm", tags={"cluster"}, timeout=2)
@@ -425,7 +425,7 @@ def mtus_agree(ctx):
         raise Skip("no node reported its interface MTUs (nodes running an older ddpdoctor)")
     if len(groups) == 1:
         (m, idx), = groups.items()
-        yield Finding(Severity.INFO, f"MTU {m} on all {len(idx)} nodes")
+        yield Finding(Severity.INFO, f"MTU {m} on all {len(idx)} nodes", kind="ok")
         return
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), -kv[0]))
     parts = "; ".join(f"{m} on {ctx.label(idx)}" for m, idx in ordered)
@@ -436,7 +436,7 @@ def mtus_agree(ctx):
                   fix=Fix(f"set the same MTU on every node and switch port (the majority uses {majority})",
                           (f"srun -w {ctx.label(odd)} ip -o link show   # see the interfaces' MTU",
                            f"sudo ip link set <if> mtu {majority}   # on {ctx.label(odd)}")),
-                  evidence={"mtus": {str(m): [ctx.names[i] for i in idx] for m, idx in groups.items()}})
+                  evidence={"mtus": {str(m): [ctx.names[i] for i in idx] for m, idx in groups.items()}}, kind="differs")
 
 
 _FP_ERROR_KEYS = ("torch", "nccl", "cuda", "driver")
@@ -466,7 +466,7 @@ def fingerprints_match(ctx):
     if not any(ctx.finished(i) for i in range(ctx.world)):
         raise Skip("no node reported")
     if not diffs:
-        yield Finding(Severity.INFO, f"every node matches {against}")
+        yield Finding(Severity.INFO, f"every node matches {against}", kind="ok")
         return
     for i, d in sorted(diffs.items()):
         parts = ", ".join(f"{k}={have} ({want})" for k, (have, want) in d.items())
@@ -475,4 +475,4 @@ def fingerprints_match(ctx):
                       hint="values in parentheses are the reference's",
                       fix=Fix(f"bring {ctx.names[i]} in line with the others (same image and environment), or exclude it",
                               (f"srun --exclude={ctx.names[i]} ...",)),
-                      evidence={"node": ctx.names[i], "diff": {k: {"node": h, "reference": w} for k, (h, w) in d.items()}})
+                      evidence={"node": ctx.names[i], "diff": {k: {"node": h, "reference": w} for k, (h, w) in d.items()}}, kind="differs")

@@ -14,6 +14,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ddpdoctor.facts import EnvContext
+
 
 @dataclass(frozen=True)
 class RankError:
@@ -93,7 +95,7 @@ def records_of(world: Mapping[str, Any] | None) -> dict[int, RankRecord]:
 
 
 @dataclass(frozen=True)
-class SmokeWorld:
+class SmokeWorld(EnvContext):
     """What the checks of `smoke` read: every rank's record, the watchdog's verdict, the --fix re-run."""
     cfg: Any  # ddpdoctor.smoke.plan.SmokeConfig (facts import no feature package)
     world_size: int
