@@ -235,7 +235,7 @@ def identify(procs: Mapping[int, Proc], exclude: Iterable[int] = ()) -> Discover
         if p.pid in excluded or is_ddpdoctor(p.argv):
             continue
         if p.env is None:
-            unreadable += 1
+            unreadable += bool(p.argv) and p.state not in ("Z", "X")  # kernel threads and zombies have none
             continue
         c = claim(p.env)
         if c is not None and agent_kind(p.argv) is None:
