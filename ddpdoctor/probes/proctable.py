@@ -10,7 +10,7 @@ each; psutil would build an object per process and read the same files.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 # Only these variables are kept from each environment (the rest may hold secrets and is not needed).
@@ -38,7 +38,6 @@ class Proc:
     exe: str = ""                  # /proc/<pid>/exe, "" when unreadable
     torch: bool | None = None      # libtorch mapped (read only for processes whose rank is not in the environment)
     tcp: bool | None = None        # holds an established TCP connection (same)
-    ns_pids: tuple[int, ...] = field(default=())  # NSpid: this pid in each pid namespace, outermost first
 
     @property
     def cmdline(self) -> str:
@@ -93,18 +92,7 @@ def read_proc(pid: int, root: str = "/proc") -> Proc | None:
         exe = os.readlink(f"{root}/{pid}/exe")
     except OSError:
         exe = ""
-    return Proc(pid, st[1], st[0], argv, read_environ(pid, root), st[2], st[3], exe, ns_pids=_ns_pids(pid, root))
-
-
-def _ns_pids(pid: int, root: str) -> tuple[int, ...]:
-    data = _read(f"{root}/{pid}/status", "r")
-    for line in (data or "").splitlines():
-        if line.startswith("NSpid:"):
-            try:
-                return tuple(int(x) for x in line.split()[1:])
-            except ValueError:
-                return ()
-    return ()
+    return Proc(pid, st[1], st[0], argv, read_environ(pid, root), st[2], st[3], exe)
 
 
 def has_torch(pid: int, root: str = "/proc") -> bool | None:

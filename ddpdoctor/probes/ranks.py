@@ -34,6 +34,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Mapping
 
+from ddpdoctor.launch import RANK_VARS  # the one table of what each launcher exports
 from ddpdoctor.probes import proctable
 from ddpdoctor.probes.proctable import Proc
 
@@ -156,7 +157,6 @@ def is_ddpdoctor(argv: tuple[str, ...]) -> bool:
 
 def claim(env: Mapping[str, str]) -> tuple[int, int | None, int | None, int | None, str] | None:
     """(rank, world size, local rank, local world size, source variable) a launcher left in the environment."""
-    from ddpdoctor.launch import RANK_VARS  # the one table of what each launcher exports
     for rv, wv, lv, lwv, _launcher in RANK_VARS:
         rank = _int(env.get(rv))
         if rank is not None:
