@@ -103,8 +103,9 @@ def require_ranks(ctx: InspectContext) -> tuple[RankView, ...]:
        tags={"inspect"}, timeout=2)
 def ranks_agree_on_collective(ctx):
     """## What it checks
-    Among the ranks whose stack did not move between two samples and that are inside a
-    torch.distributed call, all are in the same call at the same line of the script.
+    Among the ranks that did not move between two samples (same stack, main thread never woke, no
+    data moved) and that are inside a torch.distributed call, all are in the same call at the same
+    line of the script.
 
     ## Why it matters
     A collective completes only when every rank of the group calls it. A rank that calls
@@ -233,9 +234,13 @@ def ranks_not_in_collective(ctx):
 @check("DD513", "the job makes progress", category="distributed", tags={"inspect"}, timeout=2)
 def job_makes_progress(ctx):
     """## What it checks
-    Between two samples a short interval apart, at least one rank's stack moved. When every rank on
-    this node waits in the same collective at the same line, the odd rank is elsewhere: on
-    another node, or gone.
+    Between two samples a short interval apart, at least one rank moved: its stack changed, its main
+    thread woke (each completed wait in a collective wakes it), it made read/write system calls, or
+    it computed outside a collective. Two stacks that look alike are not enough to call a rank stuck;
+    when the counters cannot be read, or a main thread spins in a collective without waking, its
+    progress is reported unknown with what would decide. When every rank on this node waits in the
+    same collective at the same line and nothing moved, the odd rank is elsewhere: on another node,
+    or gone.
 
     ## Why it matters
     A job whose ranks all sit in one collective is hung even though nothing on this node looks
