@@ -131,6 +131,14 @@ def test_an_elastic_restart_keeps_the_new_generation_and_names_the_exiting_one()
     assert any("restarted 1 time" in n for n in job.notes)
 
 
+def test_a_wrapper_that_only_names_a_launcher_is_not_one():
+    assert ranks.agent_kind(("timeout", "60", "python", "-m", "torch.distributed.run", "t.py")) is None
+    assert ranks.agent_kind(("/bin/bash", "-c", "torchrun t.py")) is None
+    assert ranks.agent_kind((PY, "-u", "-m", "torch.distributed.run", "t.py")) == "torchrun"
+    assert ranks.agent_kind((PY, "/opt/venv/bin/accelerate", "launch", "t.py")) == "accelerate"
+    assert ranks.agent_kind(("orted", "-mca", "ess", "env")) == "mpirun"
+
+
 def test_an_agent_between_two_generations_is_a_job_without_ranks_not_nothing():
     d = ranks.identify(tree(P(10, 1, [PY, "/usr/bin/torchrun", "t.py"], {})))
     job = one(d)

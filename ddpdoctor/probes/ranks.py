@@ -133,21 +133,34 @@ def is_python(p: Proc) -> bool:
     return any(_PY.match(n) for n in names)
 
 
+_SCRIPTS = {"torchrun": "torchrun", "accelerate": "accelerate", "accelerate-launch": "accelerate",
+            "deepspeed": "deepspeed"}
+_MODULES = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torchrun",
+            "accelerate.commands.launch": "accelerate", "accelerate.commands.accelerate_cli": "accelerate",
+            "deepspeed.launcher.launch": "deepspeed", "deepspeed.launcher.runner": "deepspeed"}
+_MPI = ("mpirun", "mpiexec", "orterun", "prterun", "orted", "prted", "hydra_pmi_proxy")
+
+
 def agent_kind(argv: tuple[str, ...]) -> str | None:
-    """The launcher an argv runs, or None. The scripts are seen as `python /usr/bin/torchrun ...`."""
-    head = [_base(a) for a in argv[:3]]
-    mods = {argv[i + 1] for i, a in enumerate(argv[:4]) if a == "-m" and i + 1 < len(argv)}
-    if "accelerate" in head or "accelerate-launch" in head or any(m.startswith("accelerate.") for m in mods):
-        return "accelerate"
-    if "deepspeed" in head or "deepspeed.launcher.launch" in mods or "deepspeed.launcher.runner" in mods:
-        return "deepspeed"
-    if "torchrun" in head or mods & {"torch.distributed.run", "torch.distributed.launch"}:
-        return "torchrun"
-    if head and head[0] in ("mpirun", "mpiexec", "orterun", "prterun", "orted", "prted", "hydra_pmi_proxy"):
+    """The launcher this process itself runs, or None. Python launchers are seen as `python /usr/bin/torchrun ...`
+    or `python -m torch.distributed.run ...`; a wrapper that only names one (`timeout 60 torchrun ...`) is not one."""
+    if not argv:
+        return None
+    head = _base(argv[0])
+    if head in _MPI:
         return "mpirun"
-    if head and (head[0] in ("srun", "slurmstepd") or argv[0].startswith("slurmstepd:")):
+    if head in ("srun", "slurmstepd") or argv[0].startswith("slurmstepd:"):
         return "srun"
-    return None
+    if head in _SCRIPTS:
+        return _SCRIPTS[head]
+    if not _PY.match(head):
+        return None
+    rest = list(argv[1:])
+    while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c"):
+        rest.pop(0)  # interpreter flags: -u, -B, -O ...
+    if len(rest) > 1 and rest[0] == "-m":
+        return _MODULES.get(rest[1])
+    return _SCRIPTS.get(_base(rest[0])) if rest else None
 
 
 def is_ddpdoctor(argv: tuple[str, ...]) -> bool:

@@ -34,7 +34,10 @@ def _jobs_lines(job, jobs, chosen: str, many: bool) -> list[str]:
         agents = ", ".join(f"{a['kind']} pid {a['pid']}" for a in j.get("agents") or [])
         pid = next((r["pid"] for r in j.get("ranks") or []), None) or next((a["pid"] for a in j.get("agents") or []), None)
         host = f" on {j['host']}" if many and j.get("host") else ""
-        out.append(f"  also{host}: job {j['job']}, {len(j.get('ranks') or [])} rank(s)"
+        if not j.get("ranks"):  # a launcher between two generations of workers, or ending
+            out.append(f"  also{host}: {agents} with no live worker")
+            continue
+        out.append(f"  also{host}: job {j['job']}, {len(j['ranks'])} rank(s)"
                    + (f" started by {agents}" if agents else "") + (f": ddpdoctor inspect --pid {pid}" if pid else ""))
     return out
 
