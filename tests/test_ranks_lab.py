@@ -169,3 +169,42 @@ def test_two_jobs_on_one_node_the_larger_is_judged_and_the_other_named(tmp_path)
     assert len(rep["ranks"]) == 2 and len(findings(rep, "DD510")) == 1
     other = rep["jobs"][1]
     assert f"  also: job {other['job']}, 1 rank(s) started by torchrun pid {out['b']}" in out["text"], out["text"]
+
+
+def _launcher_python(module: str) -> str:
+    """A Python that has `module` (accelerate, deepspeed): this one, or DDPDOCTOR_LAUNCHER_PYTHON (a venv made
+    with --system-site-packages, `DS_BUILD_OPS=0 pip install --no-build-isolation accelerate deepspeed`)."""
+    for py in (os.environ.get("DDPDOCTOR_LAUNCHER_PYTHON"), sys.executable):
+        if py and subprocess.run([py, "-c", f"import {module}"], capture_output=True, timeout=60).returncode == 0:
+            return py
+    pytest.skip(f"{module} not installed (set DDPDOCTOR_LAUNCHER_PYTHON to a Python that has it)")
+
+
+def test_accelerate_launch_is_the_agent_and_its_workers_the_ranks(launch):
+    py = _launcher_python("accelerate")
+    # accelerate's multi_gpu_launcher runs torch.distributed.run's agent inside `accelerate launch` itself
+    j = launch([py, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+                str(JOBS / "hang.py")], {"HANG_MODE": "other", "HANG_RANK": "1"}, "accelerate")
+    j.wait_for(r"ready \d", 2)
+    rc, rep = inspect("--pid", str(j.proc.pid))
+    job = next(x for x in rep["jobs"] if x["chosen"])
+    assert rc == 1 and job["launcher"] == "accelerate"
+    assert [(a["pid"], a["kind"], a["ranks"]) for a in job["agents"]] == [(j.proc.pid, "accelerate", [0, 1])]
+    assert all("accelerate" not in r["cmdline"] for r in rep["ranks"]) and len(findings(rep, "DD510")) == 1
+
+
+def test_deepspeed_launch_is_the_agent_and_its_workers_the_ranks(launch):
+    import base64
+    py = _launcher_python("deepspeed")
+    world = base64.urlsafe_b64encode(json.dumps({"localhost": [0, 1]}).encode()).decode()
+    # what the `deepspeed` runner starts on each node (deepspeed/launcher/runner.py -> launch.py)
+    j = launch([py, "-u", "-m", "deepspeed.launcher.launch", f"--world_info={world}", "--master_addr=127.0.0.1",
+                f"--master_port={free_port()}", "--no_local_rank", str(JOBS / "hang.py")],
+               {"HANG_MODE": "other", "HANG_RANK": "1"}, "deepspeed")
+    j.wait_for(r"ready \d", 2)
+    rc, rep = inspect("--pid", str(j.proc.pid))
+    job = next(x for x in rep["jobs"] if x["chosen"])
+    assert rc == 1 and job["launcher"] == "deepspeed"
+    assert [(a["pid"], a["kind"], a["ranks"]) for a in job["agents"]] == [(j.proc.pid, "deepspeed", [0, 1])]
+    assert len(findings(rep, "DD510")) == 1
