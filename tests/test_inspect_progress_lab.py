@@ -19,20 +19,28 @@ TIGHT = ROOT / "tests" / "inspect_jobs" / "tight_loop.py"
 RUNS = 8
 
 
-def test_a_tight_loop_of_small_all_reduces_is_never_called_hung(tmp_path):
-    env = {**os.environ, "TIGHT_SECONDS": "150", "OMP_NUM_THREADS": "1"}
+def _tight(tmp_path, **env):
+    env = {**os.environ, "TIGHT_SECONDS": "150", "OMP_NUM_THREADS": "1", **env}
     log = tmp_path / "tight.log"
     proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
                              str(TIGHT)], env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     j = Job.__new__(Job)
     j.proc, j.log, j.nproc, j.pids = proc, log, 2, set()
+    end = time.monotonic() + 90
+    while log.read_text().count("ready ") < 2:
+        if time.monotonic() > end or proc.poll() is not None:
+            j.kill()
+            raise AssertionError(log.read_text()[-2000:])
+        time.sleep(0.3)
+    j.pids = set(_workers(proc.pid))
+    return j
+
+
+def test_a_tight_loop_of_small_all_reduces_is_never_called_hung(tmp_path):
+    j = _tight(tmp_path)
+    proc = j.proc
     try:
-        end = time.monotonic() + 90
-        while log.read_text().count("ready ") < 2:
-            assert time.monotonic() < end and proc.poll() is None, log.read_text()[-2000:]
-            time.sleep(0.3)
-        j.pids = set(_workers(proc.pid))
         verdicts = []
         for _ in range(RUNS):
             rc, rep = inspect("--pid", str(proc.pid))
@@ -54,3 +62,23 @@ def test_a_hung_job_in_one_collective_is_still_named(job):  # noqa: F811
     rc, rep = inspect("--pid", str(j.proc.pid))
     assert rc == 1 and findings(rep, "DD510"), json.dumps(rep["ranks"], indent=1)[:3000]
     assert all(r["main_wakeups"] is not None and r["main_wakeups"] < 3 for r in rep["ranks"]), rep["ranks"]
+
+
+def test_with_the_debug_server_progress_is_the_collectives_each_rank_entered(tmp_path):
+    from ports import free_port
+    j = _tight(tmp_path, TIGHT_DEBUG_SERVER=str(free_port()), TORCH_FR_BUFFER_SIZE="2000")
+    try:
+        rc, rep = inspect("--pid", str(j.proc.pid), "--debug-server")
+        assert rc == 0, json.dumps([r for r in rep["results"] if r["findings"]], indent=1)
+        assert all(r.get("collectives", 0) > 10 for r in rep["ranks"]), [r.get("collectives") for r in rep["ranks"]]
+    finally:
+        j.kill()
+
+
+def test_with_the_debug_server_a_hung_rank_entered_no_collective(job):  # noqa: F811
+    from ports import free_port
+    j = job(2, "other", odd=1, env={"HANG_DEBUG_SERVER": str(free_port()), "TORCH_FR_BUFFER_SIZE": "2000"})
+    j.wait_ready()
+    j.pids = set(_workers(j.proc.pid))
+    rc, rep = inspect("--pid", str(j.proc.pid), "--debug-server")
+    assert rc == 1 and [r.get("collectives") for r in rep["ranks"]] == [0, 0]

@@ -71,11 +71,12 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
         facts = _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0, fr_dir)
     else:
         try:
-            fallback = None
+            fallback = counters = None
             if debug_server:
+                from ddpdoctor.inspect.debugserver import collective_counts as counters
                 from ddpdoctor.inspect.debugserver import stack_dumps as fallback
             facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu,
-                                   fallback=fallback)
+                                   fallback=fallback, counters=counters)
         except sample.NoJob as e:
             raise BadInput(str(e)) from None
     if facts.ranks and all(s.get("kind") == "permission" for r in facts.ranks for s in r["samples"]):

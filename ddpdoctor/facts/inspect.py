@@ -74,6 +74,7 @@ class RankView:
     syscalls_per_s: float | None = None
     seconds: float | None = None
     members: tuple[int, ...] = ()
+    collectives: int | None = None      # collectives entered between the samples (--debug-server), None unknown
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RankView:
@@ -81,7 +82,8 @@ class RankView:
         return cls(d["rank"], d["pid"], d.get("node") or d.get("host") or "?", d.get("state") or "",
                    tuple(StackSample.from_dict(s) for s in d["samples"]), d.get("local_rank"), d.get("world_size"),
                    _int(env.get("LOCAL_WORLD_SIZE")), env.get("CUDA_VISIBLE_DEVICES"), d.get("main_thread_cpu"),
-                   d.get("main_wakeups"), d.get("syscalls_per_s"), d.get("seconds"), tuple(d.get("members") or ()))
+                   d.get("main_wakeups"), d.get("syscalls_per_s"), d.get("seconds"), tuple(d.get("members") or ()),
+                   d.get("collectives"))
 
 
 @dataclass(frozen=True)

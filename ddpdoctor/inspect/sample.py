@@ -106,13 +106,17 @@ def _stacks(procs, dump_timeout: float, fallback):
 
 
 def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float = 3.0, nvml: bool = True,
-            fallback=None) -> InspectFacts:
+            fallback=None, counters=None) -> InspectFacts:
+    """`counters` (inspect --debug-server: debugserver.collective_counts) is read before the first stack sample
+    and after the second: collectives each rank entered in between, the strongest sign of progress."""
     me = proctable.ancestors(os.getpid())
     disc = ranks.discover(exclude=me)
     job, why = pick_job(disc, pid)
     procs = list(job.ranks)
     pids = [p.pid for p in procs]
     hz = os.sysconf("SC_CLK_TCK")
+    rank_dicts = [{"rank": p.rank, "pid": p.pid, "env": dict(p.env), "world_size": p.world_size} for p in procs]
+    seq0 = _counts(counters, rank_dicts, dump_timeout)
     act0 = {p: proctable.activity(p) for p in pids}
     t0 = time.monotonic()
     first = _stacks(procs, dump_timeout, fallback)
@@ -121,6 +125,7 @@ def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float =
     second = _stacks(procs, dump_timeout, fallback)
     elapsed = time.monotonic() - t0
     act1 = {p: proctable.activity(p) for p in pids}
+    seq1 = _counts(counters, rank_dicts, dump_timeout) if seq0 else {}
     records = []
     host = socket.gethostname()
     for p in procs:
@@ -144,10 +149,20 @@ def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float =
                         "state_before": p.state, "main_thread_cpu": cpu, "env": dict(p.env), "samples": samples,
                         "cmdline": p.cmdline, "generation": p.generation, "agent": p.agent, "members": list(p.members),
                         "wrappers": list(p.wrappers), "rank_from": p.source, "main_wakeups": wake,
-                        "syscalls_per_s": sysc, "seconds": round(elapsed, 3)})
+                        "syscalls_per_s": sysc, "seconds": round(elapsed, 3),
+                        **({"collectives": seq1[p.rank] - seq0[p.rank]} if p.rank in seq0 and p.rank in seq1 else {})})
     others = sorted(j.key for j in disc.jobs if j is not job)
     return InspectFacts(host, job.key, records, round(elapsed, 3), others, snap, _pid_namespace_differs(),
                         jobs=[{**j.to_dict(), "host": host, "chosen": j is job} for j in disc.jobs], chosen=why)
+
+
+def _counts(counters, ranks, timeout: float) -> dict[int, int]:
+    if counters is None:
+        return {}
+    try:
+        return counters(ranks, min(timeout, 5.0))
+    except Exception:  # noqa: BLE001 - a debug server that does not answer leaves the other evidence
+        return {}
 
 
 def _pid_namespace_differs() -> bool:

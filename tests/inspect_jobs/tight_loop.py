@@ -8,6 +8,12 @@ import torch
 import torch.distributed as dist
 
 dist.init_process_group("gloo")
+if os.environ.get("TIGHT_DEBUG_SERVER"):  # torch's debug server: inspect --debug-server reads the live flight recorder
+    from torch.distributed.debug import start_debug_server
+    try:
+        start_debug_server(port=int(os.environ["TIGHT_DEBUG_SERVER"]))
+    except ImportError:  # rank 0's HTML frontend needs extra packages; the worker servers are up already
+        pass
 t = torch.ones(8)
 end = time.monotonic() + float(os.environ.get("TIGHT_SECONDS", "60"))
 n = 0
