@@ -266,7 +266,9 @@ def identify(procs: Mapping[int, Proc], exclude: Iterable[int] = ()) -> Discover
         if pid in taken:
             continue
         p, c = procs[pid], claims[pid]
-        same = lambda q: q.pid in claims and claims[q.pid][:1] == c[:1] and job_key(q.env or {}) == job_key(p.env)
+
+        def same(q: Proc, c=c, key=job_key(p.env)) -> bool:  # claims the same rank of the same job
+            return q.pid in claims and claims[q.pid][0] == c[0] and job_key(q.env or {}) == key
         top = pid
         for a in tree.up(pid):
             if not same(a):
