@@ -14,7 +14,7 @@ if os.environ.get("TIGHT_DEBUG_SERVER"):  # torch's debug server: inspect --debu
         start_debug_server(port=int(os.environ["TIGHT_DEBUG_SERVER"]))
     except ImportError:  # rank 0's HTML frontend needs extra packages; the worker servers are up already
         pass
-t = torch.ones(8)
+t = torch.ones(int(os.environ.get("TIGHT_NUMEL", "8")))  # bigger: more of each step inside the collective
 end = time.monotonic() + float(os.environ.get("TIGHT_SECONDS", "60"))
 n = 0
 print(f"ready {dist.get_rank()}", flush=True)
