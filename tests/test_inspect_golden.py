@@ -69,6 +69,19 @@ def scenarios():
              {"node": "n3", "index": 2, "reported": False}]
     yield "gather", InspectFacts("3 nodes", "j", [rec(0, AR, node="n1", world=6), rec(1, BC, node="n1", world=6)],
                                  1.0, nodes=nodes)
+    jobs = [{"job": "torchelastic:abc", "launcher": "torchrun", "world_size": 4, "host": "n1", "chosen": True,
+             "agents": [{"pid": 900, "kind": "torchrun", "cmdline": "python torchrun t.py", "ranks": [0, 1, 2, 3],
+                         "restarts": 1}],
+             "ranks": [], "previous_generation": [], "notes": ["restarted 1 time(s) (TORCHELASTIC_RESTART_COUNT=1): "
+                                                               "ranks of generation 1"]},
+            {"job": "spawn:77", "launcher": "mp.spawn", "world_size": 2, "host": "n1", "chosen": False,
+             "agents": [{"pid": 77, "kind": "mp.spawn", "cmdline": "python s.py", "ranks": [0, 1], "restarts": None}],
+             "ranks": [{"rank": 0, "pid": 78}, {"rank": 1, "pid": 79}], "previous_generation": [], "notes": []},
+            {"job": "agent:300", "launcher": "torchrun", "world_size": None, "host": "n1", "chosen": False,
+             "agents": [{"pid": 300, "kind": "torchrun", "cmdline": "python torchrun u.py", "ranks": [], "restarts": None}],
+             "ranks": [], "previous_generation": [], "notes": ["torchrun (pid 300) has no live worker"]}]
+    yield "several_jobs", InspectFacts("n1", "torchelastic:abc", [rec(0, AR), rec(1, AR), rec(2, BC), rec(3, AR)], 1.0,
+                                       jobs=jobs, chosen="the largest of 2 jobs on this node (4 ranks); --pid picks another")
     fr = armed.flight_recorder([str(FR / "gloo-barrier-mismatch")])
     wd = armed.watchdog_lines([str(FR / "nccl-fr-timeout" / "job.log")])
     yield "flightrec_watchdog", InspectFacts("n1", "j", [rec(0, AR), rec(1, AR)], 1.0, flightrec=fr, watchdog=wd)
