@@ -15,6 +15,8 @@ runs. What tells a hung rank from a busy one is what keeps moving between two lo
   its sockets (gloo/transport/tcp/pair.cc), so a large collective that keeps the main thread blocked for
   the whole interval still moves these;
 - main-thread CPU time: a rank computing at one line (a long C call) uses a core.
+The observer must not count itself: a rank whose debug server we asked for stacks or its flight recorder
+read and wrote sockets for us, so its system calls are left out (syscalls None) for that look.
 When none of these can be read (no permission, one stack unreadable), the verdict is "unknown" with what
 would decide it, never "hung".
 

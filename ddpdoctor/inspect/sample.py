@@ -144,6 +144,8 @@ def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float =
         # counters that move while the rank works (facts/progress.py judges them)
         wake = None if a.main_wakeups is None or b.main_wakeups is None else b.main_wakeups - a.main_wakeups
         sysc = None if a.syscalls is None or b.syscalls is None else round((b.syscalls - a.syscalls) / max(elapsed, 1e-3), 1)
+        if seq0 or any(x.extra.get("source") for x in (first[p.pid], second[p.pid])):
+            sysc = None  # our own requests to its debug server made it read and write: not the job's progress
         records.append({"rank": p.rank, "pid": p.pid, "host": host, "local_rank": p.local_rank,
                         "world_size": p.world_size, "launcher": p.launcher, "state": st[0] if st else "gone",
                         "state_before": p.state, "main_thread_cpu": cpu, "env": dict(p.env), "samples": samples,
