@@ -5,7 +5,7 @@ import pytest
 
 from ddpdoctor import registry
 from ddpdoctor.checks.env import torchrun_endpoint
-from ddpdoctor.peerprobe.protocol import Hello
+from ddpdoctor.probes.handshake import Hello
 from ddpdoctor.model import Severity, Status
 from ddpdoctor.facts.network import NetworkFacts
 from ddpdoctor.probes import dns

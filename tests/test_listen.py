@@ -6,7 +6,7 @@ import sys
 import threading
 import time
 
-from ddpdoctor.peerprobe import protocol as handshake
+from ddpdoctor.probes import handshake
 from ddpdoctor.peerprobe.server import ListenError, listen
 from ddpdoctor.probes import sockets
 from ports import free_port

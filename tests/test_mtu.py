@@ -3,7 +3,7 @@ import socket
 import threading
 
 from ddpdoctor import registry
-from ddpdoctor.peerprobe.protocol import Hello
+from ddpdoctor.probes.handshake import Hello
 from ddpdoctor.peerprobe.server import ProbeServer
 from ddpdoctor.model import Severity, Status
 from ddpdoctor.facts.network import NetworkFacts, PathMtu

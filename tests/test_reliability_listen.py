@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ddpdoctor.peerprobe import protocol as handshake, server as L
+from ddpdoctor.peerprobe import server as L
+from ddpdoctor.probes import handshake
 from ddpdoctor.probes import sockets
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ddpdoctor.facts.cluster import OK, cell
-from ddpdoctor.peerprobe.protocol import hello as hello_probe
+from ddpdoctor.probes.handshake import hello as hello_probe
 from ddpdoctor.probes import dns, sockets
 
 
@@ -80,7 +80,7 @@ def probe_peer(name: str, *, port: int, eport: int | None, expect: Sequence[str]
             rdzv["state"] = "wrong-host"
     out["rdzv"] = rdzv
     if eport:
-        from ddpdoctor.peerprobe.protocol import ephemeral
+        from ddpdoctor.probes.handshake import ephemeral
         e = ephemeral(addr, eport, me, timeout=timeout)
         out["eph"] = {"state": e.state, "ms": round(e.latency_s * 1000, 1), "error": e.error, "port": eport}
     return out
