@@ -32,6 +32,7 @@ CHECK_MODULES = (
     "ddpdoctor.checks.gpu",
     "ddpdoctor.checks.distributed",
     "ddpdoctor.checks.slurm",
+    "ddpdoctor.checks.cluster",
     "ddpdoctor.checks.launch",
     "ddpdoctor.checks.inspect",
 )

@@ -1,5 +1,5 @@
 """The cluster view: every node's record as the first node gathered it (ddpdoctor/cluster/node.py),
-the typed context the DD71x checks judge (ddpdoctor/checks/slurm.py). Plain data in, so it is
+the typed context the DD71x checks judge (ddpdoctor/checks/cluster.py). Plain data in, so it is
 built from JSON in tests; render/cluster.py and render/heatmap.py draw it.
 """
 from __future__ import annotations
