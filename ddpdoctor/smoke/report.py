@@ -31,7 +31,7 @@ def build_report(world: Mapping[str, Any], cfg: SmokeConfig, *, launcher: str, s
         "ranks": [ctx.records[r].raw for r in sorted(ctx.records)],
         "bandwidth": bw.world_rows({r: list(rec.bandwidth) for r, rec in ctx.records.items() if rec.bandwidth},
                                    ctx.world_size) if ctx.world_size > 1 else [],  # one rank: no bandwidth
-        "verdict": ctx.verdict,
+        "verdict": ctx.verdict.raw if ctx.verdict else None,
         "fix": {"ranks": [ctx.fix_records[r].raw for r in sorted(ctx.fix_records)]} if fix_world else None,
     }
     if logs:
