@@ -56,14 +56,14 @@ def report_of(records, n, *, reference=None, names=()):
     pv = view.pairing
     extra = {"cluster": {
         "files_error": "", "html": None, "missing_label": view.label(view.missing),
-        "pairing_labels": {k: view.label(pv.get(k) or []) for k in ("bad", "slow", "inconclusive")} if pv else None,
+        "pairing_labels": {k: view.label(getattr(pv, k)) for k in ("bad", "slow", "inconclusive")} if pv else None,
         "summary": view.summary(), "mode": "srun", "nodes": view.names, "port": PORT, "store": view.store,
         "missing": [view.names[i] for i in view.missing], "passing": view.label(view.passing()),
         "failing": view.label(view.failing()), "files": [], "max_peers": 16, "seed": 0,
-        "fingerprint": view.majority_fingerprint(), "strategy": "pairs" if pv else "matrix", "pairing": view.pairing,
+        "fingerprint": view.majority_fingerprint(), "strategy": "pairs" if pv else "matrix", "pairing": pv.to_wire() if pv else None,
         "matrix": view.matrix(),
-        "timing": {view.names[i]: (view.records[i].get("timing") or {}) for i in sorted(view.records)},
-        "incoming_first_node": (view.records.get(0) or {}).get("incoming", [])}}
+        "timing": {view.names[i]: view.timing(i) for i in sorted(view.records)},
+        "incoming_first_node": view.incoming}}
     return Report("cluster", view.hostname, tuple(results), 2.5, extra=extra)
 
 

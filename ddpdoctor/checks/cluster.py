@@ -51,9 +51,13 @@ def every_node_reported(ctx):
         return
     for j in ctx.missing:
         name = ctx.names[j]
-        rec = ctx.records.get(j)
+        rec = ctx.record(j)
         seen = ctx.seen_by(j)
-        if rec and rec.get("unfinished"):
+        if rec is not None and rec.malformed:
+            # another ddpdoctor version, or a corrupted store value: its facts are unknown, not "fine"
+            msg = f"{name} published a record ddpdoctor cannot read ({rec.malformed})"
+            hint = "a different ddpdoctor version on that node, or a damaged value in the store"
+        elif rec is not None and rec.unfinished:
             msg = f"{name} said hello but did not finish its probes within the deadline"
             hint = "it is very slow or stuck (a hung name lookup, an overloaded node)"
         elif seen:
@@ -83,40 +87,39 @@ def names_resolve_everywhere(ctx):
     Make the cluster's names resolve the same on every node: one /etc/hosts everywhere, or DNS.
     """
     pairs = ctx.pairs()
-    silent = [p for p in pairs if p.kind == "N" and p.probe.get("resolve_timed_out")]
-    for (j, err), srcs in _grouped(ctx, silent, lambda p: p.probe.get("resolve_error", "")).items():
+    silent = [p for p in pairs if p.kind == "N" and p.probe.resolve_timed_out]
+    for (j, err), srcs in _grouped(ctx, silent, lambda p: p.probe.resolve_error).items():
         # no answer in time is a slow or unreachable DNS server, not a name that does not resolve
         yield Finding(Severity.WARNING, f"looking up {ctx.names[j]} on {ctx.label(srcs)}: {err} "
                       "(slow or unreachable DNS server; cannot tell whether it resolves)",
                       fix=Fix(f"list the cluster's names in /etc/hosts or fix the first nameserver on {ctx.label(srcs)}",
                               ("cat /etc/resolv.conf", f"time getent ahosts {ctx.names[j]}")),
                       evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs], "timed_out": True})
-    for (j, err), srcs in _grouped(ctx, [p for p in pairs if p.kind == "N" and not p.probe.get("resolve_timed_out")],
-                                  lambda p: p.probe.get("resolve_error", "")).items():
+    for (j, err), srcs in _grouped(ctx, [p for p in pairs if p.kind == "N" and not p.probe.resolve_timed_out],
+                                  lambda p: p.probe.resolve_error).items():
         yield Finding(Severity.ERROR, f"{ctx.names[j]} does not resolve on {ctx.label(srcs)}: {err}",
                       fix=Fix(f"add {ctx.names[j]} to /etc/hosts (or DNS) on {ctx.label(srcs)}",
                               (f"echo '{_addr_of(ctx, j)} {ctx.names[j]}' | sudo tee -a /etc/hosts",)),
                       evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs]})
     for p in pairs:
         if p.kind == "W":
-            who = p.probe.get("rdzv", {}).get("answered_by", "?")
+            who = (p.probe.rdzv.answered_by if p.probe.rdzv else "") or "?"
             yield Finding(Severity.ERROR,
-                          f"on {ctx.names[p.src]}, {ctx.names[p.dst]} resolves to {p.probe.get('addr')}, where {who} answers",
+                          f"on {ctx.names[p.src]}, {ctx.names[p.dst]} resolves to {p.probe.addr}, where {who} answers",
                           hint="a stale /etc/hosts line or DNS record points the name at another machine",
                           fix=Fix(f"correct {ctx.names[p.dst]}'s entry on {ctx.names[p.src]}",
                                   (f"getent ahosts {ctx.names[p.dst]}   # on {ctx.names[p.src]}",)),
-                          evidence={"node": ctx.names[p.dst], "on": ctx.names[p.src], "addr": p.probe.get("addr")})
+                          evidence={"node": ctx.names[p.dst], "on": ctx.names[p.src], "addr": p.probe.addr})
     for i in range(ctx.world):
-        for j_s, p in ((ctx.records.get(i) or {}).get("probes") or {}).items() if ctx.finished(i) else ():
-            j = int(j_s)
+        for j, p in ctx.records[i].probes.items() if ctx.finished(i) else ():
             own = ctx.own_addrs(j)
-            if p.get("addr") and own and p["addr"] not in own and ctx.cell(i, j) not in ("W",):
+            if p.addr and own and p.addr not in own and ctx.cell(i, j) not in ("W",):
                 yield Finding(Severity.ERROR,
-                              f"on {ctx.names[i]}, {ctx.names[j]} resolves to {p['addr']}, not one of its addresses "
+                              f"on {ctx.names[i]}, {ctx.names[j]} resolves to {p.addr}, not one of its addresses "
                               f"({', '.join(own)})",
                               fix=Fix(f"correct {ctx.names[j]}'s entry on {ctx.names[i]}",
                                       (f"getent ahosts {ctx.names[j]}   # on {ctx.names[i]}",)),
-                              evidence={"node": ctx.names[j], "on": ctx.names[i], "addr": p["addr"], "own": own})
+                              evidence={"node": ctx.names[j], "on": ctx.names[i], "addr": p.addr, "own": own})
 
 
 @check("DD713", "every pair of nodes connects on the rendezvous port", category="slurm", tags={"cluster"}, timeout=2)
@@ -136,7 +139,7 @@ def pairs_connect_on_rendezvous_port(ctx):
     """
     port = ctx.port
     bad = [p for p in ctx.pairs() if p.kind in ("R", "X")]
-    for (j, state), srcs in _grouped(ctx, bad, lambda p: (p.probe.get("rdzv") or {}).get("state", "")).items():
+    for (j, state), srcs in _grouped(ctx, bad, lambda p: p.probe.rdzv.state if p.probe.rdzv else "").items():
         cmds = tuple(f"sudo iptables -I INPUT -p tcp -s {_addr_of(ctx, i)} --dport {port} -j ACCEPT   # on {ctx.names[j]}"
                      for i in srcs[:4])
         yield Finding(Severity.ERROR, f"{ctx.label(srcs)} → {ctx.names[j]}: port {port}: {_port_text(state)}",
@@ -145,7 +148,8 @@ def pairs_connect_on_rendezvous_port(ctx):
                       evidence={"receiver": ctx.names[j], "senders": [ctx.names[i] for i in srcs], "state": state,
                                 "port": port})
     for i in range(ctx.world):
-        err = (ctx.records.get(i) or {}).get("port_error")
+        rec = ctx.record(i)
+        err = rec.port_error if rec is not None else ""
         if err:
             yield Finding(Severity.ERROR if i == 0 else Severity.WARNING,
                           f"port {port} is {err} on {ctx.names[i]}"
@@ -169,9 +173,10 @@ def pairs_connect_on_ephemeral_port(ctx):
     ## Fix
     Accept TCP on the ephemeral range from the other nodes (or trust the cluster's subnet).
     """
-    bad = [p for p in ctx.pairs() if p.kind in ("E", "X") and (p.probe.get("eph") or {}).get("state") not in (None, "open")]
-    for (j, state), srcs in _grouped(ctx, bad, lambda p: (p.probe.get("eph") or {}).get("state", "")).items():
-        lo, hi = (ctx.records.get(j) or {}).get("eport_range") or (32768, 60999)
+    bad = [p for p in ctx.pairs() if p.kind in ("E", "X") and p.probe.eph is not None and p.probe.eph.state != "open"]
+    for (j, state), srcs in _grouped(ctx, bad, lambda p: p.probe.eph.state).items():
+        rec = ctx.record(j)
+        lo, hi = (rec.eport_range if rec is not None else None) or (32768, 60999)
         cmds = tuple(f"sudo iptables -I INPUT -p tcp -s {_addr_of(ctx, i)} --dport {lo}:{hi} -j ACCEPT   # on {ctx.names[j]}"
                      for i in srcs[:4])
         yield Finding(Severity.ERROR, f"{ctx.label(srcs)} → {ctx.names[j]}: ephemeral port: {_port_text(state)}",
@@ -221,7 +226,7 @@ def versions_agree(ctx):
         parts = "; ".join(f"{v} on {ctx.label(idx)}" for v, idx in sorted(groups.items(), key=lambda kv: -len(kv[1])))
         yield drift.finding(key, "nodes", parts, {"values": {v: [ctx.names[i] for i in idx] for v, idx in groups.items()}})
     if not differ and any(ctx.finished(i) for i in range(ctx.world)):
-        v = next(ctx.records[i]["versions"] for i in range(ctx.world) if ctx.finished(i))
+        v = next(ctx.records[i].versions for i in range(ctx.world) if ctx.finished(i))
         yield Finding(Severity.INFO, "same everywhere: " + ", ".join(f"{k} {val}" for k, val in sorted(v.items())))
 
 
@@ -265,23 +270,19 @@ def nodes_pass_local_checks(ctx):
     """
     for i, results in sorted(ctx.local_failures().items()):
         for r in results:
-            for f in r.get("findings", []):
-                if f.get("severity") == "error":
-                    fx = f.get("fix") or {}
-                    yield Finding(Severity.ERROR, f"{ctx.names[i]}: {r['id']} {f['message']}", hint=f.get("hint", ""),
-                                  fix=Fix(fx.get("summary", ""), tuple(fx.get("commands", ())), dict(fx.get("env", {})))
-                                  if fx else None,
-                                  evidence={"node": ctx.names[i], "check": r["id"]})
+            for f in r.findings:
+                if f.severity == "error":
+                    yield Finding(Severity.ERROR, f"{ctx.names[i]}: {r.id} {f.message}", hint=f.hint, fix=f.fix,
+                                  evidence={"node": ctx.names[i], "check": r.id})
 
 
 def _node_mtu(ctx, j: int) -> int | None:
     """The MTU of the interface carrying the address the other nodes reach node j at (their
     resolution of its name, by majority), else of its only non-loopback interface MTU."""
-    rec = ctx.records.get(j) or {}
-    by_addr = rec.get("addr_mtu") or {}
+    by_addr = ctx.mtu_of(j)
     if not by_addr:
         return None
-    seen = ctx.resolutions().get(j) or {}
+    seen = ctx.resolutions().get(j, {})
     for addr, _ in sorted(seen.items(), key=lambda kv: -len(kv[1])):
         if addr in by_addr:
             return int(by_addr[addr])
