@@ -7,6 +7,7 @@ editing this file. docs/writing-a-check.md states the same rules for people.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "ddpdoctor"
@@ -99,8 +100,14 @@ def _imports(path: Path, src: str | None = None) -> set[str]:
     return {n for n in out if n == "ddpdoctor" or n.startswith("ddpdoctor.")}
 
 
+@functools.lru_cache(maxsize=1)
+def _graph_once() -> tuple[tuple[str, frozenset[str]], ...]:
+    return tuple((_modname(p), frozenset(_imports(p))) for p in sorted(PKG.rglob("*.py")))
+
+
 def _graph() -> dict[str, set[str]]:
-    return {_modname(p): _imports(p) for p in sorted(PKG.rglob("*.py"))}
+    """Every module's imports (parsed once per session: the tree does not change under a test run)."""
+    return {m: set(d) for m, d in _graph_once()}
 
 
 def _allowed(name: str, allow: set[str]) -> bool:

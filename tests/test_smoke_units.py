@@ -342,6 +342,7 @@ def test_the_bandwidth_table_is_rendered_from_the_report():
     assert "all_reduce bandwidth (nccl-tests definitions; median of 5 iterations" in text and "1 MiB" in text
 
 
+@pytest.mark.torchjob
 def test_importing_the_smoke_command_and_report_does_not_import_torch():
     code = ("import sys; import ddpdoctor.cli.smoke, ddpdoctor.smoke.report, ddpdoctor.smoke.supervise; "
             "from ddpdoctor import registry; registry.load_all(); import ddpdoctor; ddpdoctor.__version__; "
