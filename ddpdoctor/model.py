@@ -55,6 +55,13 @@ class Fix:
         return d
 
 
+# A finding's kind: what went wrong, in a word (`refused`, `filtered`); with its check's id it is the
+# finding's id, `DD101.refused`, which a site can silence (siteconfig: [checks] silenced). A check that
+# finds one kind of thing leaves it at DEFAULT_KIND.
+DEFAULT_KIND = "default"
+KIND_RE = r"[a-z][a-z0-9_-]{0,31}"
+
+
 @dataclass(frozen=True)
 class Finding:
     severity: Severity
@@ -62,9 +69,15 @@ class Finding:
     hint: str = ""
     fix: Fix | None = None
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    kind: str = DEFAULT_KIND
 
-    def to_dict(self) -> dict[str, Any]:
+    def sub_id(self, check_id: str) -> str:
+        """`DD101.refused`: the check's id and this finding's kind."""
+        return f"{check_id}.{self.kind}"
+
+    def to_dict(self, check_id: str | None = None) -> dict[str, Any]:
         return {
+            **({"id": self.sub_id(check_id)} if check_id else {}),
             "severity": self.severity.label,
             "message": self.message,
             "hint": self.hint,
@@ -82,6 +95,7 @@ class CheckResult:
     duration_s: float
     findings: tuple[Finding, ...] = ()
     reason: str = ""  # why skipped, timed out or crashed
+    silenced: int = 0  # findings the site silenced by id ([checks] silenced), dropped from `findings`
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -90,10 +104,12 @@ class CheckResult:
             "category": self.category,
             "status": self.status.value,
             "duration_s": round(self.duration_s, 4),
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [f.to_dict(self.id) for f in self.findings],
         }
         if self.reason:
             d["reason"] = self.reason
+        if self.silenced:
+            d["silenced"] = self.silenced
         return d
 
 
@@ -172,3 +188,6 @@ def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+jsonable = _jsonable  # for render/json.py: documents other than a Report go through the same conversion

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from ddpdoctor import commands
 from ddpdoctor.model import CATEGORIES, Finding
 
 ID_RE = re.compile(r"^DD[1-9]\d\d$")
@@ -21,22 +23,6 @@ CATEGORY_DIGIT = {
     "6": "system", "7": "slurm", "8": "env", "9": "ddpdoctor",
 }
 DOC_SECTIONS = ("What it checks", "Why it matters", "Fix")
-
-# Modules that hold checks; imported on first use of the registry so `--help` stays cheap.
-CHECK_MODULES = (
-    "ddpdoctor.checks.reachability",
-    "ddpdoctor.checks.dns",
-    "ddpdoctor.checks.nic",
-    "ddpdoctor.checks.env",
-    "ddpdoctor.checks.system",
-    "ddpdoctor.checks.gpu",
-    "ddpdoctor.checks.distributed",
-    "ddpdoctor.checks.slurm",
-    "ddpdoctor.checks.cluster",
-    "ddpdoctor.checks.launch",
-    "ddpdoctor.checks.inspect",
-)
-
 
 class Skip(Exception):
     """Raised by a check that does not apply here; the message says why."""
@@ -51,6 +37,7 @@ class Check:
     tags: frozenset[str] = field(default_factory=frozenset)
     timeout: float = 5.0
     order: int = 0  # slow checks last in the output, like brew doctor
+    context: type | None = None  # the context type it reads (its commands hand it this or a subclass)
 
     @property
     def doc(self) -> str:
@@ -69,29 +56,57 @@ def doc_section(doc: str, name: str) -> str:
 REGISTRY: dict[str, Check] = {}
 
 
-# The commands that run checks: a check's tags must name one of them, so a misspelled tag fails at
-# registration instead of silently dropping the check from every command. tests/test_registry.py
-# keeps the used ones in step with cli/__init__.py LAZY_COMMANDS. New command: add its name here.
-COMMAND_TAGS = frozenset({"network", "smoke", "prolog", "cluster", "inspect", "run", "lint"})
+# A check's tags name the commands that run it (ddpdoctor/commands.py: those with a context type), so
+# a misspelled tag fails at registration instead of silently dropping the check from every command.
+COMMAND_TAGS = commands.check_tags()
 
 
-def check(id: str, title: str, *, category: str, tags: Iterable[str] = (), timeout: float = 5.0, order: int = 0):
-    """Register a check. `tags` name the commands (and modes) that run it, e.g. {"network", "prolog"}; see COMMAND_TAGS."""
+def _context_of(tags: frozenset[str], context: type | None, id: str) -> type | None:
+    """The context type the check reads; ValueError when a tag's command hands it another type.
+
+    Without `context=`, the check reads what its commands hand it: their context types must then be
+    one type and its subclasses (prolog's PrologFacts is a NetworkFacts), the most general one wins."""
+    given = {t: commands.get(t).load_context_type() for t in sorted(tags)}
+    if context is None:
+        bases = [c for c in given.values() if all(issubclass(o, c) for o in given.values())]
+        if given and not bases:
+            raise ValueError(f"{id}: tags {sorted(tags)} hand it unrelated contexts "
+                             f"({', '.join(f'{t}: {c.__name__}' for t, c in given.items())}); "
+                             "say which one it reads with context=")
+        return bases[0] if bases else None
+    wrong = {t: c for t, c in given.items() if not issubclass(c, context)}
+    if wrong:
+        raise ValueError(f"{id}: reads a {context.__name__}, but "
+                         + ", ".join(f"{t} hands its checks a {c.__name__}" for t, c in wrong.items()))
+    return context
+
+
+def check(id: str, title: str, *, category: str, tags: Iterable[str] = (), timeout: float = 5.0, order: int = 0,
+          context: type | None = None):
+    """Register a check. `tags` name the commands (and modes) that run it, e.g. {"network", "prolog"}
+    (ddpdoctor/commands.py); `context` the type it reads, when its commands hand it different ones."""
     if not ID_RE.match(id):
         raise ValueError(f"bad check id {id!r}: want DD + 3 digits")
     if CATEGORY_DIGIT[id[2]] != category or category not in CATEGORIES:
         raise ValueError(f"{id}: category {category!r} does not match its first digit ({CATEGORY_DIGIT[id[2]]})")
     unknown = set(tags) - COMMAND_TAGS
     if unknown:
-        raise ValueError(f"{id}: tags {sorted(unknown)} name no command (known: {sorted(COMMAND_TAGS)})")
+        raise ValueError(f"{id}: tags {sorted(unknown)} name no command that runs checks (known: {sorted(COMMAND_TAGS)})")
+    ctx_type = _context_of(frozenset(tags), context, id)
 
     def deco(func):
         if id in REGISTRY and REGISTRY[id].func.__qualname__ != func.__qualname__:
             raise ValueError(f"check id {id} registered twice")
-        REGISTRY[id] = Check(id, title, category, func, frozenset(tags), timeout, order)
+        REGISTRY[id] = Check(id, title, category, func, frozenset(tags), timeout, order, ctx_type)
         return func
 
     return deco
+
+
+def check_modules() -> list[str]:
+    """Every module of ddpdoctor/checks/: found on disk, so a new one registers without a list to edit."""
+    import ddpdoctor.checks as pkg
+    return sorted(f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
 
 
 _loaded = False
@@ -100,7 +115,7 @@ _loaded = False
 def load_all() -> dict[str, Check]:
     global _loaded
     if not _loaded:
-        for mod in CHECK_MODULES:
+        for mod in check_modules():
             try:
                 importlib.import_module(mod)
             except ModuleNotFoundError as e:

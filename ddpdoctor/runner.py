@@ -7,10 +7,11 @@ neither kills the run. Results come back in the checks' order, whatever order th
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from ddpdoctor.model import CheckResult, Finding, Report, Status, status_from_findings
 from ddpdoctor.registry import Check, Skip
@@ -48,8 +49,29 @@ def _run_one(chk: Check, ctx: Any, slot: _Slot) -> None:
         slot.done.set()
 
 
-def run_checks(checks: Sequence[Check], ctx: Any, *, deadline: float = 30.0) -> list[CheckResult]:
-    """Start every check at once; wait for each until its timeout or the global deadline."""
+def run_checks(checks: Sequence[Check], ctx: Any, *, deadline: float = 30.0,
+               silenced: Collection[str] | None = None) -> list[CheckResult]:
+    """Start every check at once; wait for each until its timeout or the global deadline.
+
+    `silenced`: finding ids (`DD101.refused`) to drop, the status then follows what is left; None:
+    the site's (/etc/ddpdoctor.toml [checks] silenced, siteconfig.silenced())."""
+    if silenced is None:
+        from ddpdoctor.siteconfig import silenced as site_silenced
+        silenced = site_silenced()
+    results = _run_all(checks, ctx, deadline)
+    return [silence(r, silenced) for r in results] if silenced else results
+
+
+def silence(result: CheckResult, silenced: Collection[str]) -> CheckResult:
+    """The result without the findings whose id is silenced; its status derived again from the rest."""
+    keep = tuple(f for f in result.findings if f.sub_id(result.id) not in silenced)
+    if len(keep) == len(result.findings):
+        return result
+    status = status_from_findings(keep) if result.status in (Status.PASS, Status.WARN, Status.FAIL) else result.status
+    return dataclasses.replace(result, findings=keep, status=status, silenced=len(result.findings) - len(keep))
+
+
+def _run_all(checks: Sequence[Check], ctx: Any, deadline: float) -> list[CheckResult]:
     t0 = time.monotonic()
     hard_stop = t0 + deadline
     slots = []
@@ -83,7 +105,8 @@ def run_checks(checks: Sequence[Check], ctx: Any, *, deadline: float = 30.0) -> 
 
 
 def run_report(command: str, host: str, checks: Sequence[Check], ctx: Any, *, deadline: float,
-               fail_on_warning: bool = False, extra: dict | None = None) -> Report:
+               fail_on_warning: bool = False, extra: dict | None = None,
+               silenced: Collection[str] | None = None) -> Report:
     t0 = time.monotonic()
-    results = run_checks(checks, ctx, deadline=deadline)
+    results = run_checks(checks, ctx, deadline=deadline, silenced=silenced)
     return Report(command, host, tuple(results), time.monotonic() - t0, fail_on_warning, extra or {})

@@ -25,6 +25,11 @@
     fr_dir = "/tmp/ddpdoctor-fr"   # where per-job dump directories go (default $TMPDIR/ddpdoctor-fr-<uid>)
     pg_timeout = 10         # minutes: print init_process_group(timeout=...) advice in each task's output
 
+    [checks]
+    silenced = ["DD101.refused"]  # findings never reported, by any command (a finding's id: check id + kind,
+                                  # in the JSON report and `ddpdoctor explain DDnnn`); as Django's
+                                  # SILENCED_SYSTEM_CHECKS. The prolog's ignore/warn_only act on whole checks.
+
 Unknown sections or keys are an error (a typo must not silently leave a check on), reported as a
 usage error: the prolog logs it and does not fail the node.
 """
@@ -34,10 +39,12 @@ import dataclasses
 import os
 import re
 import stat
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ddpdoctor import units
+from ddpdoctor.model import KIND_RE
 from ddpdoctor.units import GiB
 from ddpdoctor.validate import BadInput
 
@@ -96,6 +103,7 @@ class SiteConfig:
     task_fr_entries: int = 2000
     task_fr_dir: str = ""
     task_pg_timeout: float | None = None
+    silenced: frozenset[str] = frozenset()  # finding ids, "DD101.refused"
 
     def is_warn_only(self, check_id: str) -> bool:
         return check_id.upper().startswith(tuple(p.upper() for p in self.warn_only)) if self.warn_only else False
@@ -105,6 +113,7 @@ _PROLOG_KEYS = {"select", "ignore", "warn_only", "deadline", "probe_timeout", "d
 _TASK_KEYS = {"variables", "arm", "fr_entries", "fr_dir", "pg_timeout"}
 _THRESHOLD_KEYS = {f.name for f in dataclasses.fields(Thresholds)}
 _ID_PREFIX = re.compile(r"^DD\d{0,3}$", re.I)
+_FINDING_ID = re.compile(rf"^(D[DL]\d{{3}})\.({KIND_RE})$", re.I)  # a finding's id: check id + kind
 
 
 def _ids(value: Any, what: str) -> tuple[str, ...]:
@@ -130,9 +139,9 @@ def _bool(value: Any, what: str) -> bool:
 
 def from_mapping(data: Mapping[str, Any], path: str | None = None) -> SiteConfig:
     where = path or "config"
-    unknown = set(data) - {"prolog", "thresholds", "task"}
+    unknown = set(data) - {"prolog", "thresholds", "task", "checks"}
     if unknown:
-        raise ConfigError(f"{where}: unknown section [{sorted(unknown)[0]}] (known: [prolog], [thresholds], [task])")
+        raise ConfigError(f"{where}: unknown section [{sorted(unknown)[0]}] (known: [prolog], [thresholds], [task], [checks])")
     kw: dict[str, Any] = {"path": path}
     pro = data.get("prolog", {})
     if not isinstance(pro, Mapping):
@@ -197,7 +206,42 @@ def from_mapping(data: Mapping[str, Any], path: str | None = None) -> SiteConfig
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v) or not set(v) <= set(TASK_VARIABLES):
             raise ConfigError(f"{where}: task.variables: want a list drawn from {list(TASK_VARIABLES)}")
         kw["task_variables"] = tuple(v)
+    chk = data.get("checks", {})
+    if not isinstance(chk, Mapping):
+        raise ConfigError(f"{where}: [checks] must be a table")
+    for key in set(chk) - {"silenced"}:
+        raise ConfigError(f"{where}: unknown key checks.{key} (known: silenced)")
+    if "silenced" in chk:
+        kw["silenced"] = _finding_ids(chk["silenced"], f"{where}: checks.silenced")
     return SiteConfig(**kw)
+
+
+def _finding_ids(value: Any, what: str) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{what}: want a list of finding ids, like [\"DD101.refused\"]")
+    out = set()
+    for v in value:
+        m = _FINDING_ID.match(v.strip())
+        if not m:
+            raise ConfigError(f"{what}: {v!r} is not a finding id (a check id, a dot and a kind: \"DD101.refused\"; "
+                              "a whole check is prolog.ignore or --ignore)")
+        out.add(f"{m.group(1).upper()}.{m.group(2).lower()}")
+    return frozenset(out)
+
+
+def silenced() -> frozenset[str]:
+    """The finding ids the site silences for every command (the default configuration file's).
+
+    A broken file does not stop a user's diagnosis on a node they do not administer: one warning on
+    stderr, nothing silenced (the prolog reads the same file itself and reports the error its way)."""
+    try:
+        return load().silenced
+    except ConfigError as e:
+        try:
+            sys.stderr.write(f"ddpdoctor: warning: {e}; no finding silenced\n")
+        except (OSError, ValueError, AttributeError):
+            pass
+        return frozenset()
 
 
 def load(path: str | None = None) -> SiteConfig:

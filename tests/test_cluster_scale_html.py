@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 
-from ddpdoctor.cli.cluster import write_heatmap
+from ddpdoctor.cluster.report import write_heatmap
 from ddpdoctor.render.heatmap import COLOURS, cell_center
 from test_cluster_view import probe, record, view
 

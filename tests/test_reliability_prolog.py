@@ -79,7 +79,7 @@ def test_report_file_is_never_written_through_a_planted_symlink(tmp_path):
 
 
 def test_cluster_node_lists_are_never_written_through_a_planted_symlink(tmp_path):
-    from ddpdoctor.cli.cluster import _write_lists
+    from ddpdoctor.cluster.report import write_lists as _write_lists
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     for pid in range(os.getpid() - 5, os.getpid() + 5):

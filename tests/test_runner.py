@@ -88,7 +88,54 @@ def test_json_contract_fields():
     r = d["results"][0]
     assert set(r) >= {"id", "title", "category", "status", "duration_s", "findings"}
     f = r["findings"][0]
-    assert f == {"severity": "error", "message": "bad", "hint": "h",
+    assert f == {"id": "DD901.default", "severity": "error", "message": "bad", "hint": "h",
                  "fix": {"summary": "do it", "commands": ["cmd"], "env": {"GLOO_SOCKET_IFNAME": "eth0"}},
                  "evidence": {"t": [1, 2]}}
     assert isinstance(Report, type)
+
+
+def test_a_finding_id_is_its_checks_id_and_its_kind():
+    def two(ctx):
+        yield Finding(Severity.ERROR, "refused", kind="refused")
+        yield Finding(Severity.WARNING, "slow")
+
+    r = run_report("network", "h", [mk("DD901", two)], None, deadline=2, silenced=()).to_dict()["results"][0]
+    assert [f["id"] for f in r["findings"]] == ["DD901.refused", "DD901.default"]
+
+
+def test_a_silenced_finding_is_dropped_and_the_status_follows_the_rest():
+    def two(ctx):
+        yield Finding(Severity.ERROR, "refused", kind="refused")
+        yield Finding(Severity.WARNING, "slow", kind="slow")
+
+    [res] = run_checks([mk("DD901", two)], None, deadline=2, silenced={"DD901.refused"})
+    assert res.status == Status.WARN and [f.kind for f in res.findings] == ["slow"] and res.silenced == 1
+    assert res.to_dict()["silenced"] == 1
+    [res] = run_checks([mk("DD901", two)], None, deadline=2, silenced={"DD901.refused", "DD901.slow"})
+    assert res.status == Status.PASS and res.findings == ()
+    [res] = run_checks([mk("DD901", two)], None, deadline=2, silenced={"DD902.refused"})
+    assert res.status == Status.FAIL and "silenced" not in res.to_dict()
+
+
+def test_the_sites_silenced_findings_apply_to_every_command(tmp_path, monkeypatch):
+    def refused(ctx):
+        yield Finding(Severity.ERROR, "refused", kind="refused")
+
+    conf = tmp_path / "ddpdoctor.toml"
+    conf.write_text('[checks]\nsilenced = ["dd901.Refused"]\n')
+    monkeypatch.setenv("DDPDOCTOR_CONFIG", str(conf))
+    assert run_report("network", "h", [mk("DD901", refused)], None, deadline=2).exit_code == 0
+    monkeypatch.setenv("DDPDOCTOR_CONFIG", str(tmp_path / "absent.toml"))  # a broken config silences nothing
+    assert run_report("network", "h", [mk("DD901", refused)], None, deadline=2).exit_code == 1
+
+
+def test_the_site_config_takes_finding_ids_only():
+    import pytest
+    from ddpdoctor.siteconfig import ConfigError, from_mapping
+    assert from_mapping({"checks": {"silenced": ["DD102.refused", "dl003.default"]}}).silenced == {
+        "DD102.refused", "DL003.default"}
+    for bad in (["DD102"], ["DD102.Refused by firewall"], "DD102.refused", ["DD1.x"]):
+        with pytest.raises(ConfigError, match="finding id"):
+            from_mapping({"checks": {"silenced": bad}})
+    with pytest.raises(ConfigError, match="unknown key checks.silence"):
+        from_mapping({"checks": {"silence": []}})

@@ -47,16 +47,18 @@ def every_node_reported(ctx):
     (`srun --exclude=$(cat failing_nodes)`) until it is repaired.
     """
     if not ctx.missing:
-        yield Finding(Severity.INFO, f"all {ctx.world} node(s) reported in {ctx.elapsed_s:.1f} s")
+        yield Finding(Severity.INFO, f"all {ctx.world} node(s) reported in {ctx.elapsed_s:.1f} s", kind="ok")
         return
     for j in ctx.missing:
         name = ctx.names[j]
         rec = ctx.record(j)
         seen = ctx.seen_by(j)
+        kind = "missing"
         if rec is not None and rec.malformed:
             # another ddpdoctor version, or a corrupted store value: its facts are unknown, not "fine"
             msg = f"{name} published a record ddpdoctor cannot read ({rec.malformed})"
             hint = "a different ddpdoctor version on that node, or a damaged value in the store"
+            kind = "unreadable"
         elif rec is not None and rec.unfinished:
             msg = f"{name} said hello but did not finish its probes within the deadline"
             hint = "it is very slow or stuck (a hung name lookup, an overloaded node)"
@@ -69,7 +71,7 @@ def every_node_reported(ctx):
         yield Finding(Severity.ERROR, msg, hint=hint,
                       fix=Fix(f"look at {name}'s own output, and exclude it until it is repaired",
                               (f"srun --exclude={name} ...",)),
-                      evidence={"node": name, "seen_by": [ctx.names[i] for i in seen]})
+                      evidence={"node": name, "seen_by": [ctx.names[i] for i in seen]}, kind=kind)
 
 
 @check("DD712", "every node resolves every other node's name", category="slurm", tags={"cluster"}, timeout=2)
@@ -94,13 +96,13 @@ def names_resolve_everywhere(ctx):
                       "(slow or unreachable DNS server; cannot tell whether it resolves)",
                       fix=Fix(f"list the cluster's names in /etc/hosts or fix the first nameserver on {ctx.label(srcs)}",
                               ("cat /etc/resolv.conf", f"time getent ahosts {ctx.names[j]}")),
-                      evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs], "timed_out": True})
+                      evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs], "timed_out": True}, kind="slow")
     for (j, err), srcs in _grouped(ctx, [p for p in pairs if p.kind == "N" and not p.probe.resolve_timed_out],
                                   lambda p: p.probe.resolve_error).items():
         yield Finding(Severity.ERROR, f"{ctx.names[j]} does not resolve on {ctx.label(srcs)}: {err}",
                       fix=Fix(f"add {ctx.names[j]} to /etc/hosts (or DNS) on {ctx.label(srcs)}",
                               (f"echo '{_addr_of(ctx, j)} {ctx.names[j]}' | sudo tee -a /etc/hosts",)),
-                      evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs]})
+                      evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs]}, kind="unresolved")
     for p in pairs:
         if p.kind == "W":
             who = (p.probe.rdzv.answered_by if p.probe.rdzv else "") or "?"
@@ -109,7 +111,7 @@ def names_resolve_everywhere(ctx):
                           hint="a stale /etc/hosts line or DNS record points the name at another machine",
                           fix=Fix(f"correct {ctx.names[p.dst]}'s entry on {ctx.names[p.src]}",
                                   (f"getent ahosts {ctx.names[p.dst]}   # on {ctx.names[p.src]}",)),
-                          evidence={"node": ctx.names[p.dst], "on": ctx.names[p.src], "addr": p.probe.addr})
+                          evidence={"node": ctx.names[p.dst], "on": ctx.names[p.src], "addr": p.probe.addr}, kind="other-host")
     for i in range(ctx.world):
         for j, p in ctx.records[i].probes.items() if ctx.finished(i) else ():
             own = ctx.own_addrs(j)
@@ -119,7 +121,7 @@ def names_resolve_everywhere(ctx):
                               f"({', '.join(own)})",
                               fix=Fix(f"correct {ctx.names[j]}'s entry on {ctx.names[i]}",
                                       (f"getent ahosts {ctx.names[j]}   # on {ctx.names[i]}",)),
-                              evidence={"node": ctx.names[j], "on": ctx.names[i], "addr": p.addr, "own": own})
+                              evidence={"node": ctx.names[j], "on": ctx.names[i], "addr": p.addr, "own": own}, kind="not-own-addr")
 
 
 @check("DD713", "every pair of nodes connects on the rendezvous port", category="slurm", tags={"cluster"}, timeout=2)
@@ -146,7 +148,7 @@ def pairs_connect_on_rendezvous_port(ctx):
                       hint=f"{len(srcs)} node(s) cannot open {ctx.names[j]}:{port}",
                       fix=Fix(f"accept TCP port {port} from the other nodes on {ctx.names[j]}", cmds),
                       evidence={"receiver": ctx.names[j], "senders": [ctx.names[i] for i in srcs], "state": state,
-                                "port": port})
+                                "port": port}, kind="port")
     for i in range(ctx.world):
         rec = ctx.record(i)
         err = rec.port_error if rec is not None else ""
@@ -154,10 +156,10 @@ def pairs_connect_on_rendezvous_port(ctx):
             yield Finding(Severity.ERROR if i == 0 else Severity.WARNING,
                           f"port {port} is {err} on {ctx.names[i]}"
                           + (": the rendezvous host cannot serve it" if i == 0 else ""),
-                          fix=Fix(f"find what holds port {port} on {ctx.names[i]}", (f"ss -ltnp 'sport = :{port}'",)))
+                          fix=Fix(f"find what holds port {port} on {ctx.names[i]}", (f"ss -ltnp 'sport = :{port}'",)), kind="port-held")
     if not bad:
         probed = sum(1 for i in range(ctx.world) for j in range(ctx.world) if i != j and ctx.probe(i, j) is not None)
-        yield Finding(Severity.INFO, f"{probed} probe(s) reached port {port}")
+        yield Finding(Severity.INFO, f"{probed} probe(s) reached port {port}", kind="ok")
 
 
 @check("DD714", "every pair of nodes connects on an ephemeral port", category="slurm", tags={"cluster"}, timeout=2)
@@ -317,7 +319,7 @@ def mtus_agree(ctx):
         raise Skip("no node reported its interface MTUs (nodes running an older ddpdoctor)")
     if len(groups) == 1:
         (m, idx), = groups.items()
-        yield Finding(Severity.INFO, f"MTU {m} on all {len(idx)} nodes")
+        yield Finding(Severity.INFO, f"MTU {m} on all {len(idx)} nodes", kind="ok")
         return
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), -kv[0]))
     parts = "; ".join(f"{m} on {ctx.label(idx)}" for m, idx in ordered)
@@ -328,7 +330,7 @@ def mtus_agree(ctx):
                   fix=Fix(f"set the same MTU on every node and switch port (the majority uses {majority})",
                           (f"srun -w {ctx.label(odd)} ip -o link show   # see the interfaces' MTU",
                            f"sudo ip link set <if> mtu {majority}   # on {ctx.label(odd)}")),
-                  evidence={"mtus": {str(m): [ctx.names[i] for i in idx] for m, idx in groups.items()}})
+                  evidence={"mtus": {str(m): [ctx.names[i] for i in idx] for m, idx in groups.items()}}, kind="differs")
 
 
 _FP_ERROR_KEYS = ("torch", "nccl", "cuda", "driver")
@@ -358,7 +360,7 @@ def fingerprints_match(ctx):
     if not any(ctx.finished(i) for i in range(ctx.world)):
         raise Skip("no node reported")
     if not diffs:
-        yield Finding(Severity.INFO, f"every node matches {against}")
+        yield Finding(Severity.INFO, f"every node matches {against}", kind="ok")
         return
     for i, d in sorted(diffs.items()):
         parts = ", ".join(f"{k}={have} ({want})" for k, (have, want) in d.items())
@@ -367,4 +369,4 @@ def fingerprints_match(ctx):
                       hint="values in parentheses are the reference's",
                       fix=Fix(f"bring {ctx.names[i]} in line with the others (same image and environment), or exclude it",
                               (f"srun --exclude={ctx.names[i]} ...",)),
-                      evidence={"node": ctx.names[i], "diff": {k: {"node": h, "reference": w} for k, (h, w) in d.items()}})
+                      evidence={"node": ctx.names[i], "diff": {k: {"node": h, "reference": w} for k, (h, w) in d.items()}}, kind="differs")

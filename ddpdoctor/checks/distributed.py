@@ -135,7 +135,7 @@ def _phase_findings(ctx):
     failed = {r for r, _ in errors}
     failures = [Finding(Severity.ERROR, f"rank {r} (pid {ctx.records[r].pid}, {ctx.records[r].host}) "
                                         f"failed in phase '{err.phase}': {err.message}",
-                        hint=err.hint, evidence={"rank": r, **err.to_dict()}) for r, err in errors]
+                        hint=err.hint, evidence={"rank": r, **err.to_dict()}, kind="rank-error") for r, err in errors]
     if verdict:
         states = verdict.states
         bad = culprits(states)
@@ -152,11 +152,12 @@ def _phase_findings(ctx):
                                           f"{verdict.signal or 'by a signal'}",
                           hint="a launcher ending the job after another rank failed, a scheduler time limit, or kill; "
                                "the ranks' phases at that moment are in the table below",
-                          evidence={"signal": verdict.signal})
+                          evidence={"signal": verdict.signal}, kind="ended-outside")
         for st in states:  # a failure only the watchdog's states carry (the rank sent no record)
             if st.error and st.rank not in failed and not st.relayed:
                 failures.append(Finding(Severity.ERROR, f"{_who(st)} failed in phase '{st.phase or '?'}': "
-                                                        f"{st.error}", evidence={"rank": st.rank, "error": st.error}))
+                                                        f"{st.error}", evidence={"rank": st.rank, "error": st.error},
+                                        kind="rank-error"))
                 failed.add(st.rank)
         # When a rank failed, the others wait for it: never "a transport problem".
         if not bad and not failed and verdict.kind != "terminated":
@@ -170,14 +171,14 @@ def _phase_findings(ctx):
                                   commands=("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET ddpdoctor smoke ...",
                                             "ddpdoctor network --master $MASTER_ADDR"),
                                   env={"NCCL_DEBUG": "INFO"}),
-                          evidence=verdict.raw)
+                          evidence=verdict.raw, kind="collective-hang")
         reported = {r for r, _ in errors}  # a rank that reported its own error is named by it, not twice
         for st in sorted((s for s in bad if s.rank not in reported), key=lambda s: (s.index, s.rank)):
             msg, fix = _culprit_line(st)
             extra = f"; ended by ddpdoctor: {st.ended_by_ddpdoctor}" if st.ended_by_ddpdoctor else ""
             if st.relayed:
                 extra += "; as rank 0 last saw it"
-            yield Finding(Severity.ERROR, msg, hint=detected + where + extra, fix=fix, evidence=st.raw)
+            yield Finding(Severity.ERROR, msg, hint=detected + where + extra, fix=fix, evidence=st.raw, kind="hang")
     yield from failures
     if verdict or errors:
         return
@@ -185,12 +186,12 @@ def _phase_findings(ctx):
         raise Skip("no rank reported results")
     missing = [r for r in range(ctx.world_size) if r not in ctx.records]
     if missing:
-        yield Finding(Severity.ERROR, f"ranks {fmt_ranks(missing)} sent no results", evidence={"missing": missing})
+        yield Finding(Severity.ERROR, f"ranks {fmt_ranks(missing)} sent no results", evidence={"missing": missing}, kind="missing")
         return
     init = max(rec.phases.get("init", 0.0) for rec in ctx.records.values())
     yield Finding(Severity.INFO, f"{ctx.world_size} rank(s) on {len({r.host for r in ctx.records.values()})} "
                                  f"host(s) finished every phase; init_process_group took {init:.3f} s",
-                  evidence={"world_size": ctx.world_size})
+                  evidence={"world_size": ctx.world_size}, kind="ok")
 
 
 def _all_reduce_cause(got: float, expected: float, world: int, ones: bool) -> str:
@@ -255,7 +256,7 @@ def collectives_correct(ctx):
                       evidence={"op": op, "dtype": dtype, "size": size, "src": src,
                                 "ranks": [r for r, _ in entries], "first_bad": bad.raw})
     if not fails:
-        yield Finding(Severity.INFO, f"{total} collective results compared exactly, all correct")
+        yield Finding(Severity.INFO, f"{total} collective results compared exactly, all correct", kind="ok")
 
 
 @check("DD503", "all_reduce bus bandwidth", category="distributed", tags={"smoke"}, timeout=2)
@@ -286,7 +287,7 @@ def allreduce_bandwidth(ctx):
             f"{ctx.world_size} ranks, {ctx.backend}")
     expect = ctx.cfg.expect_busbw
     if expect is None:
-        yield Finding(Severity.INFO, desc, evidence={"rows": rows})
+        yield Finding(Severity.INFO, desc, evidence={"rows": rows}, kind="ok")
         return
     if peak["busbw_gbps"] < expect:
         yield Finding(Severity.WARNING, f"{desc}: below the expected {expect:g} GB/s",
@@ -294,9 +295,9 @@ def allreduce_bandwidth(ctx):
                       fix=Fix("see which transport and interface NCCL uses",
                               commands=("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET ddpdoctor smoke ...",
                                         "ddpdoctor network --master $MASTER_ADDR")),
-                      evidence={"rows": rows, "expect_busbw": expect})
+                      evidence={"rows": rows, "expect_busbw": expect}, kind="slow")
     else:
-        yield Finding(Severity.INFO, f"{desc} (expected at least {expect:g})", evidence={"rows": rows})
+        yield Finding(Severity.INFO, f"{desc} (expected at least {expect:g})", evidence={"rows": rows}, kind="ok")
 
 
 def _grouped(values: Mapping[int, Any], host_of: Mapping[int, str]) -> str:
@@ -416,11 +417,11 @@ def backend_fits(ctx):
                       hint="a CPU-only torch build, CUDA_VISIBLE_DEVICES empty, or more processes than GPUs on those hosts",
                       fix=Fix("check the GPUs torch sees on those hosts",
                               commands=("python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'",)),
-                      evidence={"with_gpu": with_gpu, "without_gpu": without})
+                      evidence={"with_gpu": with_gpu, "without_gpu": without}, kind="no-gpu")
     elif ctx.cfg.backend == "nccl" and without:
         yield Finding(Severity.ERROR, "--backend nccl, but no rank has a usable GPU",
-                      fix=Fix("run on GPU hosts with a CUDA build of torch, or use --backend gloo"))
+                      fix=Fix("run on GPU hosts with a CUDA build of torch, or use --backend gloo"), kind="no-gpu")
     else:
         why = {"auto": "every rank has a GPU" if ctx.backend == "nccl" else "no rank has a usable GPU"}.get(
             ctx.cfg.backend, f"--backend {ctx.cfg.backend}")
-        yield Finding(Severity.INFO, f"backend {ctx.backend}: {why}")
+        yield Finding(Severity.INFO, f"backend {ctx.backend}: {why}", kind="ok")

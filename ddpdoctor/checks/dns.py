@@ -71,7 +71,7 @@ def hostname_resolves(ctx):
     r = ctx.local_res
     if r.ok:
         yield Finding(Severity.INFO, f"{ctx.hostname} -> {', '.join(r.addrs)} ({r.duration_s * 1000:.0f} ms)",
-                      evidence={"hostname": ctx.hostname, "addrs": r.addrs})
+                      evidence={"hostname": ctx.hostname, "addrs": r.addrs}, kind="ok")
         return
     if r.timed_out:
         yield _no_answer(f"this host's name {ctx.hostname!r}", r)
@@ -80,7 +80,7 @@ def hostname_resolves(ctx):
                   hint="torchrun's c10d agent crashes with socket.gaierror; static rendezvous: Gloo falls back to loopback",
                   fix=_hosts_line_fix(ctx, f"make {ctx.hostname} resolve to the address that reaches the master",
                                       with_env=False),
-                  evidence={"hostname": ctx.hostname, "error": r.error})
+                  evidence={"hostname": ctx.hostname, "error": r.error}, kind="unresolved")
 
 
 @check("DD202", "this host's name does not resolve to loopback", category="dns", tags={"network", "prolog"}, timeout=4)
@@ -105,7 +105,7 @@ def hostname_not_loopback(ctx):
     if not is_loopback(first):
         return
     if ctx.master_addr and is_loopback(ctx.master_addr):
-        yield Finding(Severity.INFO, f"{ctx.hostname} -> {first} (loopback), fine while the master is this host")
+        yield Finding(Severity.INFO, f"{ctx.hostname} -> {first} (loopback), fine while the master is this host", kind="ok")
         return
     fix = _hosts_line_fix(ctx, f"map {ctx.hostname} to its routable address instead of {first}")
     if ctx.route_nic and not ctx.route_nic.is_loopback:
@@ -115,7 +115,7 @@ def hostname_not_loopback(ctx):
                   {**fix.env, "NCCL_SOCKET_IFNAME": "=" + ctx.route_nic.name})
     yield Finding(Severity.ERROR, f"this host's name {ctx.hostname!r} resolves to loopback {first}",
                   hint="Gloo binds that address and advertises it: the other nodes would connect to themselves",
-                  fix=fix, evidence={"hostname": ctx.hostname, "addrs": r.addrs})
+                  fix=fix, evidence={"hostname": ctx.hostname, "addrs": r.addrs}, kind="loopback")
 
 
 @check("DD203", "this host's name resolves to one of its own addresses", category="dns", tags={"network", "prolog"}, timeout=4)
@@ -195,7 +195,7 @@ def master_resolves(ctx):
     """
     r = ctx.master_res
     if r.ok:
-        yield Finding(Severity.INFO, f"{ctx.master} -> {', '.join(r.addrs)} ({r.duration_s * 1000:.0f} ms)")
+        yield Finding(Severity.INFO, f"{ctx.master} -> {', '.join(r.addrs)} ({r.duration_s * 1000:.0f} ms)", kind="ok")
         return
     if r.timed_out:
         yield _no_answer(f"the master {ctx.master!r}", r)
@@ -205,7 +205,7 @@ def master_resolves(ctx):
                   fix=Fix(f"add the master to /etc/hosts on {ctx.hostname} (or DNS); with an IP endpoint, c10d also "
                           "needs --local-addr=<IP> on the master",
                           (f"echo '<master-ip> {ctx.master}' | sudo tee -a /etc/hosts",) if shell_safe_name(ctx.master) else ()),
-                  evidence={"master": ctx.master, "error": r.error})
+                  evidence={"master": ctx.master, "error": r.error}, kind="unresolved")
 
 
 @check("DD206", "the master's address resolves back to a name", category="dns", tags={"network"}, timeout=4)
@@ -224,9 +224,9 @@ def master_reverse(ctx):
         raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     rev = ctx.master_reverse
     if rev.names:
-        yield Finding(Severity.INFO, f"{rev.addr} -> {', '.join(rev.names)}")
+        yield Finding(Severity.INFO, f"{rev.addr} -> {', '.join(rev.names)}", kind="ok")
     else:
-        yield Finding(Severity.INFO, f"{rev.addr} has no reverse name ({rev.error}); harmless for torch")
+        yield Finding(Severity.INFO, f"{rev.addr} has no reverse name ({rev.error}); harmless for torch", kind="no-reverse")
 
 
 @check("DD207", "name resolution is fast", category="dns", tags={"network", "prolog"}, timeout=6)
@@ -298,11 +298,11 @@ def first_family_reachable(ctx):
     listing = ", ".join(f"{a} ({states[a]})" for a in order)
     if states[first] == sockets.OPEN:
         yield Finding(Severity.INFO, f"torch tries {ctx.master}'s {_family(first)} address {first} first and it "
-                      f"answers on port {ctx.port}; order: {listing}", evidence=ev)
+                      f"answers on port {ctx.port}; order: {listing}", evidence=ev, kind="ok")
         return
     if not open_:
         yield Finding(Severity.INFO, f"no address of {ctx.master} answers on port {ctx.port} ({listing}); DD102 "
-                      "says why", evidence=ev)
+                      "says why", evidence=ev, kind="no-answer")
         return
     good = open_[0]
     literal = f"[{good}]" if ":" in good else good
@@ -320,9 +320,9 @@ def first_family_reachable(ctx):
                       f"it silently drops port {ctx.port}: the connect waits the whole store timeout there and never "
                       f"tries {good} ({_family(good)}), which answers",
                       hint=f"order c10d uses (getaddrinfo AF_INET6 + AI_V4MAPPED|AI_ALL on {ctx.hostname}): {listing}",
-                      fix=fix, evidence=ev)
+                      fix=fix, evidence=ev, kind="family-dropped")
         return
     yield Finding(Severity.WARNING,
                   f"torch's c10d tries {ctx.master}'s {first} ({_family(first)}) first: {states[first]}; it then "
                   f"moves on to {good} ({_family(good)}), which answers: works, after a failed attempt per connect",
-                  hint=f"order: {listing}", fix=fix, evidence=ev)
+                  hint=f"order: {listing}", fix=fix, evidence=ev, kind="family-fallback")

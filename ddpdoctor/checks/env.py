@@ -5,6 +5,7 @@ import difflib
 import ipaddress
 import re
 
+from ddpdoctor.facts import EnvContext
 from ddpdoctor.knownvars import KNOWN, WATCHED_PREFIXES
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import check
@@ -50,7 +51,7 @@ def _did_you_mean_ip(value: str) -> str:
     return ""
 
 
-@check("DD801", "MASTER_ADDR / MASTER_PORT are well-formed", category="env", tags={"network", "smoke"}, timeout=2)
+@check("DD801", "MASTER_ADDR / MASTER_PORT are well-formed", category="env", tags={"network", "smoke"}, timeout=2, context=EnvContext)
 def master_vars_wellformed(ctx):
     """## What it checks
     `MASTER_ADDR` is a hostname or IP address (an "address" like `1720.30.23.101` is caught),
@@ -72,21 +73,21 @@ def master_vars_wellformed(ctx):
             yield Finding(Severity.ERROR, f"MASTER_ADDR={addr!r}: {prob}",
                           fix=Fix(f"set MASTER_ADDR to the master's address{f' (did you mean {guess}?)' if guess else ''}",
                                   env={"MASTER_ADDR": guess} if guess else {}),
-                          evidence={"MASTER_ADDR": addr})
+                          evidence={"MASTER_ADDR": addr}, kind="bad-addr")
         elif getattr(ctx, "master", None) and addr != ctx.master:
             yield Finding(Severity.WARNING, f"MASTER_ADDR={addr!r} differs from the master probed here ({ctx.master!r})",
                           hint="the job will use MASTER_ADDR; probe that host, or fix the variable",
-                          fix=Fix("probe the master the job will use", (f"ddpdoctor network --master {addr}",)))
+                          fix=Fix("probe the master the job will use", (f"ddpdoctor network --master {addr}",)), kind="addr-differs")
     if port is not None:
         try:
             p = validate_port(port)
         except BadInput as e:
             yield Finding(Severity.ERROR, f"MASTER_PORT={port!r}: {e}", fix=Fix("set MASTER_PORT to a free port in 1-65535",
-                                                                                env={"MASTER_PORT": "29500"}))
+                                                                                env={"MASTER_PORT": "29500"}), kind="bad-port")
         else:
             if getattr(ctx, "port", None) and p != ctx.port:
                 yield Finding(Severity.WARNING, f"MASTER_PORT={p} differs from the port probed here ({ctx.port})",
-                              fix=Fix("probe the port the job will use", (f"ddpdoctor network --port {p}",)))
+                              fix=Fix("probe the port the job will use", (f"ddpdoctor network --port {p}",)), kind="port-differs")
 
 
 def _int_var(env, name, findings) -> int | None:
@@ -97,15 +98,15 @@ def _int_var(env, name, findings) -> int | None:
         n = int(v)
     except ValueError:
         findings.append(Finding(Severity.ERROR, f"{name}={v!r} is not an integer",
-                                fix=Fix(f"set {name} to a non-negative integer or unset it")))
+                                fix=Fix(f"set {name} to a non-negative integer or unset it"), kind="not-int"))
         return None
     if n < 0:
-        findings.append(Finding(Severity.ERROR, f"{name}={n} is negative", fix=Fix(f"set {name} to >= 0")))
+        findings.append(Finding(Severity.ERROR, f"{name}={n} is negative", fix=Fix(f"set {name} to >= 0"), kind="negative"))
         return None
     return n
 
 
-@check("DD802", "rank variables are consistent", category="env", tags={"network", "smoke"}, timeout=2)
+@check("DD802", "rank variables are consistent", category="env", tags={"network", "smoke"}, timeout=2, context=EnvContext)
 def rank_vars_consistent(ctx):
     """## What it checks
     `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `NODE_RANK`/`GROUP_RANK`: integers,
@@ -127,23 +128,23 @@ def rank_vars_consistent(ctx):
     for n in ("NODE_RANK", "GROUP_RANK"):
         _int_var(env, n, out)
     if world is not None and world == 0:
-        out.append(Finding(Severity.ERROR, "WORLD_SIZE=0", fix=Fix("set WORLD_SIZE to the number of processes")))
+        out.append(Finding(Severity.ERROR, "WORLD_SIZE=0", fix=Fix("set WORLD_SIZE to the number of processes"), kind="zero-world"))
     if rank is not None and world is not None and world > 0 and rank >= world:
         out.append(Finding(Severity.ERROR, f"RANK={rank} is outside WORLD_SIZE={world} (ranks are 0..{world - 1})",
-                           fix=Fix("give each process a rank in 0..WORLD_SIZE-1 (let torchrun set them)")))
+                           fix=Fix("give each process a rank in 0..WORLD_SIZE-1 (let torchrun set them)"), kind="rank-outside"))
     if world is not None and rank is None and "RANK" not in env:
         out.append(Finding(Severity.WARNING, f"WORLD_SIZE={world} is set but RANK is not",
-                           fix=Fix("export RANK too, or let the launcher set both")))
+                           fix=Fix("export RANK too, or let the launcher set both"), kind="rank-unset"))
     if lrank is not None and lworld is not None and lrank >= lworld:
         out.append(Finding(Severity.ERROR, f"LOCAL_RANK={lrank} is outside LOCAL_WORLD_SIZE={lworld}",
-                           fix=Fix("LOCAL_RANK must be in 0..LOCAL_WORLD_SIZE-1")))
+                           fix=Fix("LOCAL_RANK must be in 0..LOCAL_WORLD_SIZE-1"), kind="local-rank-outside"))
     if lworld is not None and world is not None and world > 0 and lworld > world:
         out.append(Finding(Severity.ERROR, f"LOCAL_WORLD_SIZE={lworld} exceeds WORLD_SIZE={world}",
-                           fix=Fix("LOCAL_WORLD_SIZE counts processes on this node; it cannot exceed WORLD_SIZE")))
+                           fix=Fix("LOCAL_WORLD_SIZE counts processes on this node; it cannot exceed WORLD_SIZE"), kind="local-world-too-big"))
     yield from out
 
 
-@check("DD803", "the rendezvous endpoint is well-formed", category="env", tags={"network", "smoke"}, timeout=2)
+@check("DD803", "the rendezvous endpoint is well-formed", category="env", tags={"network", "smoke"}, timeout=2, context=EnvContext)
 def rdzv_endpoint_wellformed(ctx):
     """## What it checks
     `PET_RDZV_ENDPOINT` (torchrun's `--rdzv-endpoint` given through the environment) and
@@ -169,7 +170,7 @@ def rdzv_endpoint_wellformed(ctx):
                 prob = _host_problem(host)
                 if prob:
                     yield Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: torchrun reads host {host!r}: {prob}",
-                                  fix=Fix("use [address]:port with the master's reachable address"))
+                                  fix=Fix("use [address]:port with the master's reachable address"), kind="bad-host")
                 ep = ""
     if ep:
         host, _, port = ep.rpartition(":") if not ep.startswith("[") else (ep[1:ep.find("]")], ":", ep[ep.find("]") + 2:])
@@ -177,28 +178,28 @@ def rdzv_endpoint_wellformed(ctx):
             host, port = ep, ""
         if ep.endswith(":"):
             yield Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: the port after ':' is empty",
-                          fix=Fix("use host:port, e.g. node1:29400"))
+                          fix=Fix("use host:port, e.g. node1:29400"), kind="empty-port")
         prob = _host_problem(host)
         if prob:
             guess = _did_you_mean_ip(host)
             yield Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: {prob}",
                           fix=Fix(f"use host:port with the master's address{f' ({guess}:{port})' if guess else ''}",
-                                  env={"PET_RDZV_ENDPOINT": f"{guess}:{port}"} if guess and port else {}))
+                                  env={"PET_RDZV_ENDPOINT": f"{guess}:{port}"} if guess and port else {}), kind="bad-endpoint")
         if port:
             try:
                 validate_port(port)
             except BadInput as e:
-                yield Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: {e}", fix=Fix("use a port in 1-65535"))
+                yield Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: {e}", fix=Fix("use a port in 1-65535"), kind="bad-port")
     for name in ("PET_MASTER_ADDR",):
         v = env.get(name)
         if v and _host_problem(v):
-            yield Finding(Severity.ERROR, f"{name}={v!r}: {_host_problem(v)}", fix=Fix(f"set {name} to the master's address"))
+            yield Finding(Severity.ERROR, f"{name}={v!r}: {_host_problem(v)}", fix=Fix(f"set {name} to the master's address"), kind="bad-master")
     v = env.get("PET_MASTER_PORT")
     if v:
         try:
             validate_port(v)
         except BadInput as e:
-            yield Finding(Severity.ERROR, f"PET_MASTER_PORT={v!r}: {e}", fix=Fix("use a port in 1-65535"))
+            yield Finding(Severity.ERROR, f"PET_MASTER_PORT={v!r}: {e}", fix=Fix("use a port in 1-65535"), kind="bad-port")
 
 
 def torchrun_endpoint(endpoint: str, default_port: int = 29400) -> tuple[str, str]:
@@ -225,7 +226,7 @@ def _ipv6_endpoint_problem(ep: str) -> Finding | None:
         return Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: torchrun refuses a scope id ('%'), so a link-local "
                        "address cannot be the rendezvous endpoint",
                        fix=Fix("use the master's name or a global/ULA address of it"),
-                       evidence={"endpoint": ep, "address": addr})
+                       evidence={"endpoint": ep, "address": addr}, kind="scope-id")
     if bare.startswith("[") or bare.count(":") < 2:
         return None
     lit = ipv6_literal(bare)
@@ -234,13 +235,13 @@ def _ipv6_endpoint_problem(ep: str) -> Finding | None:
         return Finding(Severity.ERROR, f"PET_RDZV_ENDPOINT={ep!r}: torchrun splits at the last colon and reads host "
                        f"{host!r} port {port}: an IPv6 address needs brackets",
                        fix=Fix(f"write it as {good}", env={"PET_RDZV_ENDPOINT": good}),
-                       evidence={"endpoint": ep, "torchrun_host": host, "torchrun_port": port})
+                       evidence={"endpoint": ep, "torchrun_host": host, "torchrun_port": port}, kind="unbracketed-ipv6")
     if ipv6_literal(host) is not None:
         good = endpoint_text(host, int(port)) if port.isdigit() else endpoint_text(host)
         return Finding(Severity.WARNING, f"PET_RDZV_ENDPOINT={ep!r} is ambiguous: torchrun reads host {host} port {port}"
                        + (f", but {bare} is also an IPv6 address by itself" if lit is not None else ""),
                        fix=Fix(f"write it as {good}", env={"PET_RDZV_ENDPOINT": good}),
-                       evidence={"endpoint": ep, "torchrun_host": host, "torchrun_port": port})
+                       evidence={"endpoint": ep, "torchrun_host": host, "torchrun_port": port}, kind="ambiguous")
     return None
 
 
@@ -255,7 +256,7 @@ def suggest_name(name: str) -> str | None:
     return close[0] if close else None
 
 
-@check("DD804", "no misspelled NCCL_/GLOO_/TORCH_ variables", category="env", tags={"network", "smoke", "prolog"}, timeout=2)
+@check("DD804", "no misspelled NCCL_/GLOO_/TORCH_ variables", category="env", tags={"network", "smoke", "prolog"}, timeout=2, context=EnvContext)
 def no_misspelled_vars(ctx):
     """## What it checks
     Every environment variable that looks like one torch, torchrun, Gloo or NCCL reads (same

@@ -101,7 +101,7 @@ def rank_memory_on_own_gpu(ctx):
             fix=Fix("bind each process to its own GPU before any CUDA call",
                     commands=("ddpdoctor smoke --fix   # re-runs with the fix and prints before -> after per GPU",),
                     code=SET_DEVICE_CODE),
-            evidence=m)
+            evidence=m, kind="wrong-gpu")
 
 
 @check("DD402", "no process outside the job holds memory on its GPUs", category="gpu", tags={"smoke"}, timeout=2)
@@ -129,7 +129,7 @@ def no_foreign_gpu_processes(ctx):
             fix=Fix("stop it if it is a leftover, or run the job on other GPUs",
                     commands=(f"ssh {p['host']} kill {p['pid']}   # after checking what it is",
                               "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv")),
-            evidence=p)
+            evidence=p, kind="foreign-process")
 
 
 @check("DD403", "each rank has a GPU of its own", category="gpu", tags={"smoke"}, timeout=2)
@@ -162,7 +162,7 @@ def each_rank_has_own_gpu(ctx):
                                f"{rec.local_world_size} process(es) started there",
                           fix=Fix("start one process per visible GPU",
                                   commands=("torchrun --nproc-per-node=gpu ...",)),
-                          evidence={"rank": r, "local_rank": rec.local_rank, "expected": exp})
+                          evidence={"rank": r, "local_rank": rec.local_rank, "expected": exp}, kind="no-own-gpu")
             continue
         by_gpu.setdefault((rec.host, exp["uuid"]), []).append(r)
     for (host, _uuid), ranks in sorted(by_gpu.items(), key=lambda kv: (str(kv[0][0]), kv[1])):
@@ -173,7 +173,7 @@ def each_rank_has_own_gpu(ctx):
                                          for r in ranks),
                           fix=Fix("select the GPU with LOCAL_RANK and give each process a different one",
                                   code="torch.cuda.set_device(int(os.environ['LOCAL_RANK']))"),
-                          evidence={"host": host, "gpu": idx, "ranks": ranks})
+                          evidence={"host": host, "gpu": idx, "ranks": ranks}, kind="shared-gpu")
 
 
 def _ranks_gpus(entries: Iterable[dict]) -> str:
@@ -205,7 +205,7 @@ def fix_removes_extra_memory(ctx):
         raise Skip("nothing to fix: every rank's memory is on its own GPU")
     if not ctx.fix_records:
         yield Finding(Severity.ERROR, "the --fix re-run produced no results",
-                      hint="its ranks did not report: see the run's errors above")
+                      hint="its ranks did not report: see the run's errors above", kind="no-results")
         return
     mem1, mem2 = job_memory_per_gpu(ctx.records), job_memory_per_gpu(ctx.fix_records)
     rows = []
@@ -217,10 +217,10 @@ def fix_removes_extra_memory(ctx):
     for row in rows:
         yield Finding(Severity.INFO,
                       f"{row['host']} GPU {row['gpu']}: {mib(row['before'])} in {len(row['ranks_before'])} process(es)"
-                      f" -> {mib(row['after'])} in {len(row['ranks_after'])}", evidence=row)
+                      f" -> {mib(row['after'])} in {len(row['ranks_after'])}", evidence=row, kind="ok")
     if after:
         yield Finding(Severity.ERROR, f"with the fix applied, memory is still on another rank's GPU: {_ranks_gpus(after)}",
                       hint="the fix binds the device before CUDA is touched; what remains was placed explicitly, "
                            "e.g. torch.load without map_location or a hard-coded cuda:0",
                       fix=Fix("load with map_location and never name cuda:0 directly", code=SET_DEVICE_CODE),
-                      evidence={"after": after})
+                      evidence={"after": after}, kind="still-wrong")

@@ -134,7 +134,7 @@ def ranks_agree_on_collective(ctx):
             fix=Fix(f"make {_ranks(ranks)} reach {maj[0]} at {maj[1]}:{maj[2]} like the others: look for a "
                     f"rank-dependent branch before {key[1]}:{key[2]}"),
             evidence={"odd": ranks, "odd_at": list(key), "majority": groups[maj], "majority_at": list(maj),
-                      "nodes": sorted({st[r]["node"] for r in ranks})})
+                      "nodes": sorted({st[r]["node"] for r in ranks})}, kind="diverged")
 
 
 @check("DD511", "every rank of the job on this node is alive", category="distributed", tags={"inspect"}, timeout=2)
@@ -157,11 +157,11 @@ def ranks_alive(ctx):
         if s["state"] == "gone":
             yield Finding(Severity.ERROR, f"{_who([rank], st)} (pid {s['pid']}) is gone", hint="it exited or is a zombie",
                           fix=Fix("read its error in the launcher's output or TORCHELASTIC_ERROR_FILE"),
-                          evidence={"rank": rank, "pid": s["pid"]})
+                          evidence={"rank": rank, "pid": s["pid"]}, kind="gone")
         elif s["state"] == "stopped":
             yield Finding(Severity.ERROR, f"{_who([rank], st)} (pid {s['pid']}) is stopped (state T)",
                           hint="a SIGSTOP or a debugger holds it", fix=Fix("resume it", commands=(f"kill -CONT {s['pid']}",)),
-                          evidence={"rank": rank, "pid": s["pid"]})
+                          evidence={"rank": rank, "pid": s["pid"]}, kind="stopped")
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for r in recs:
         by_node.setdefault(_node(r), []).append(r)
@@ -183,7 +183,7 @@ def ranks_alive(ctx):
                           + (f" on {node}" if many else "") + " is gone: no process of the job has it",
                           hint="the launcher started it; it exited, and the others wait for it",
                           fix=Fix("read its exit code and error in the launcher's output"),
-                          evidence={"missing_local_ranks": missing, "ranks": guess, "node": node})
+                          evidence={"missing_local_ranks": missing, "ranks": guess, "node": node}, kind="absent")
     nodes = getattr(ctx.facts, "nodes", None) or []
     if nodes and all(n.get("reported") for n in nodes):
         # --gather saw every node of the step: a rank of the world that none of them has is gone
@@ -194,7 +194,7 @@ def ranks_alive(ctx):
                           hint="no process on any node of the step has that rank: it exited (or runs on a node "
                                "the step did not include)",
                           fix=Fix("read its exit code and error in the launcher's output; gather every node of the job"),
-                          evidence={"ranks": absent, "world": world})
+                          evidence={"ranks": absent, "world": world}, kind="absent")
 
 
 @check("DD512", "no rank is elsewhere while the others wait in a collective", category="distributed",
@@ -227,7 +227,7 @@ def ranks_not_in_collective(ctx):
                       hint=f"pid {s['pid']}: {s.get('why', '')}; it never reaches the collective the others wait in",
                       fix=Fix(f"see why rank {rank} blocks at {_at(w)}",
                               commands=(f"py-spy dump --pid {s['pid']} --native   # with C frames",)),
-                      evidence={"rank": rank, "pid": s["pid"], "where": w, "majority_at": list(maj)})
+                      evidence={"rank": rank, "pid": s["pid"], "where": w, "majority_at": list(maj)}, kind="elsewhere")
 
 
 @check("DD513", "the job makes progress", category="distributed", tags={"inspect"}, timeout=2)
@@ -256,7 +256,7 @@ def job_makes_progress(ctx):
         yield Finding(Severity.WARNING, f"no rank moved in {ctx.facts.interval:.1f} s and none is in a collective: {where}",
                       hint="a long computation in one C call, blocking I/O, or sleeping: sample again to be sure",
                       fix=Fix("inspect again with a longer interval", commands=("ddpdoctor inspect --interval 5",)),
-                      evidence={"ranks": sorted(live)})
+                      evidence={"ranks": sorted(live)}, kind="no-progress")
         return
     if len(groups) != 1 or len(next(iter(groups.values()))) != len(live):
         return  # DD510/DD512 name the odd rank
@@ -270,7 +270,7 @@ def job_makes_progress(ctx):
                   hint="same stack in every sample",
                   fix=Fix("inspect the other nodes of the job",
                           commands=("srun --jobid $SLURM_JOB_ID --overlap -N $SLURM_NNODES --ntasks-per-node 1 ddpdoctor inspect",)),
-                  evidence={"ranks": ranks, "at": [call, file, line], "elsewhere": elsewhere})
+                  evidence={"ranks": ranks, "at": [call, file, line], "elsewhere": elsewhere}, kind="all-waiting")
 
 
 @check("DD514", "py-spy reads every rank's stack", category="distributed", tags={"inspect"}, timeout=2)
@@ -291,12 +291,12 @@ def stacks_readable(ctx):
     if perm:
         yield Finding(Severity.ERROR, f"py-spy may not read {_ranks(perm)}: no ptrace rights over the job's processes",
                       hint="root, CAP_SYS_PTRACE, or kernel.yama.ptrace_scope=0 for a process of your own user",
-                      fix=Fix(PTRACE_FIX[0], commands=PTRACE_FIX[1]), evidence={"ranks": perm})
+                      fix=Fix(PTRACE_FIX[0], commands=PTRACE_FIX[1]), evidence={"ranks": perm}, kind="ptrace")
     for r in recs:
         bad = [s for s in r["samples"] if not s.get("ok") and s.get("kind") not in ("permission", "gone")]
         if bad:
             yield Finding(Severity.WARNING, f"py-spy could not read rank {r['rank']} (pid {r['pid']}): {bad[0]['error']}",
-                          evidence={"rank": r["rank"], "pid": r["pid"], "errors": [s["error"] for s in bad]})
+                          evidence={"rank": r["rank"], "pid": r["pid"], "errors": [s["error"] for s in bad]}, kind="unreadable")
 
 
 def nvml_records(ranks: Sequence[Mapping[str, Any]], snap: Mapping[str, Any]) -> dict[int, RankRecord]:
@@ -353,14 +353,14 @@ def _memory_findings(snap, recs, pid_namespace_differs):
                       "NVML reports pids of another pid namespace (a container): cannot map GPU memory to ranks here",
                       hint=f"NVML pids {sorted(seen)[:8]} match none of the job's pids {sorted(ours)[:8]}",
                       fix=Fix("run ddpdoctor inspect on the host, or in the job's container with --pid=host"),
-                      evidence={"nvml_pids": sorted(seen), "rank_pids": sorted(ours)})
+                      evidence={"nvml_pids": sorted(seen), "rank_pids": sorted(ours)}, kind="pid-namespace")
         return
     for m in misplaced(nvml_records(recs, snap)):
         yield Finding(Severity.ERROR,
                       f"rank {m['rank']} (pid {m['pid']}) holds {mib(m['used'])} on GPU {m['gpu']}, its own GPU is {m['own_gpu']}",
                       hint="a CUDA call ran before torch.cuda.set_device(local_rank), or torch.load without map_location",
                       fix=Fix("bind each process to its own GPU before any CUDA call", code=SET_DEVICE_CODE),
-                      evidence={k: m[k] for k in ("rank", "pid", "gpu", "uuid", "used", "own_gpu")})
+                      evidence={k: m[k] for k in ("rank", "pid", "gpu", "uuid", "used", "own_gpu")}, kind="wrong-gpu")
 
 
 @check("DD515", "every node of the step reported its ranks (inspect --gather)", category="distributed",
@@ -388,12 +388,12 @@ def gathered_nodes_reported(ctx):
             yield Finding(Severity.ERROR, f"{n['node']} did not report within the deadline: its ranks are unknown",
                           hint="its task did not start, could not reach the store on the first node, or overran",
                           fix=Fix(f"inspect it directly: ssh {n['node']} ddpdoctor inspect; or raise --deadline"),
-                          evidence={"node": n["node"]})
+                          evidence={"node": n["node"]}, kind="no-report")
         elif n.get("error"):
             yield Finding(Severity.ERROR, f"{n['node']}: {n['error']}",
                           hint="its ranks exited, or the step includes a node the job does not run on",
                           fix=Fix("read the launcher's output for the ranks that ran on it"),
-                          evidence={"node": n["node"]})
+                          evidence={"node": n["node"]}, kind="error")
 
 
 def _pg(g: Mapping[str, Any]) -> str:
@@ -429,10 +429,10 @@ def flight_recorder_agrees(ctx):
             yield Finding(Severity.WARNING, f"flight recorder: the {fr['dir']} gave nothing to read: {fr['error']}",
                           fix=Fix("call torch.distributed.debug.start_debug_server() in every rank after "
                                   "init_process_group, or arm the job for dumps", commands=("ddpdoctor arm",)),
-                          evidence=fr)
+                          evidence=fr, kind="empty")
             return
         yield Finding(Severity.WARNING, f"flight-recorder dumps in {fr['dir']} unreadable: {fr['error']}",
-                      fix=Fix("check the dumps' owner and that they come from this job"), evidence=fr)
+                      fix=Fix("check the dumps' owner and that they come from this job"), evidence=fr, kind="unreadable")
         return
     v = fr["verdict"]
     groups = v.get("groups") or []
@@ -451,7 +451,7 @@ def flight_recorder_agrees(ctx):
                           f"flight recorder: {_ranks(g['not_entered'])} never entered {at}; "
                           f"{_ranks(g.get('waiting') or [])} wait in it{tail}",
                           hint=where, fix=Fix(f"see what {_ranks(g['not_entered'])} did instead of {at}", commands=more),
-                          evidence=ev)
+                          evidence=ev, kind="never-entered")
         elif st == "mismatch":
             vs = sorted(g.get("variants") or [], key=lambda x: -len(x.get("ranks") or []))
             odd = "; ".join(f"{_ranks(x['ranks'])} called {x['op']}" for x in vs[1:])
@@ -459,11 +459,11 @@ def flight_recorder_agrees(ctx):
                           f"flight recorder: at {at} {odd} while {_ranks(vs[0]['ranks'])} called {vs[0]['op']}{tail}"
                           if vs else f"flight recorder: ranks called different collectives at {at}{tail}",
                           hint=where, fix=Fix("make every rank issue the same collectives in the same order", commands=more),
-                          evidence=ev)
+                          evidence=ev, kind="mismatch")
         elif st == "stuck":
             yield Finding(Severity.WARNING,
                           f"flight recorder: every dumped rank entered {at} and none completed it{tail}",
-                          hint=g.get("note", ""), evidence=ev)
+                          hint=g.get("note", ""), evidence=ev, kind="none-completed")
         else:
             continue
         return
@@ -499,8 +499,8 @@ def watchdog_lines_agree(ctx):
         yield Finding(Severity.ERROR, f"watchdog: {_ranks(g['origin'])} never entered {at}; "
                                       f"{_ranks(g.get('victims') or [])} wait in it",
                       hint=f"from {', '.join(wd.get('logs') or [])}",
-                      fix=Fix(f"see what {_ranks(g['origin'])} did before {at}"), evidence=ev)
+                      fix=Fix(f"see what {_ranks(g['origin'])} did before {at}"), evidence=ev, kind="never-entered")
     else:
         yield Finding(Severity.WARNING, f"watchdog: {at} timed out on {_ranks(g.get('victims') or [])}, "
                                         "every rank in the log had entered it",
-                      hint=g.get("note", ""), evidence=ev)
+                      hint=g.get("note", ""), evidence=ev, kind="timed-out")

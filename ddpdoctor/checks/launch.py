@@ -66,14 +66,14 @@ def rdzv_id_shared(ctx):
     fix = Fix("pass the same id on every node, unique to this job", ("--rdzv-id=$SLURM_JOB_ID",))
     if rid in (None, "", "none"):
         yield Finding(Severity.WARNING, f"--nnodes={a.nnodes} with no --rdzv-id (torchrun uses 'none'): another job "
-                                        "on the same endpoint joins this rendezvous", fix=fix)
+                                        "on the same endpoint joins this rendezvous", fix=fix, kind="no-id")
     elif "$" in rid or "`" in rid:
         yield Finding(Severity.ERROR, f"--rdzv-id={rid!r} was not expanded by a shell; if each node expands it "
-                                      "itself (e.g. $RANDOM) every node gets a different id and none meet", fix=fix)
+                                      "itself (e.g. $RANDOM) every node gets a different id and none meet", fix=fix, kind="unexpanded")
     elif job and rid != job and not rid.startswith(job):
         yield Finding(Severity.WARNING, f"--rdzv-id={rid} is not this Slurm job's id ({job}): if it comes from "
                                         "$RANDOM or a timestamp, each node has its own and the nodes never meet",
-                      fix=fix, evidence={"rdzv_id": rid, "SLURM_JOB_ID": job})
+                      fix=fix, evidence={"rdzv_id": rid, "SLURM_JOB_ID": job}, kind="not-job-id")
 
 
 @check("DD822", "The rendezvous endpoint is well-formed", category="env", tags=RUN, timeout=1)
@@ -91,15 +91,15 @@ def endpoint_well_formed(ctx):
     """
     a = _torchrun(ctx)
     if isinstance(ctx.nnodes, str):
-        yield Finding(Severity.ERROR, ctx.nnodes, fix=Fix("write --nnodes as N or MIN:MAX, e.g. --nnodes=2"))
+        yield Finding(Severity.ERROR, ctx.nnodes, fix=Fix("write --nnodes as N or MIN:MAX, e.g. --nnodes=2"), kind="bad-nnodes")
     ep = ctx.endpoint
     if ep is not None and ep.problem:
         yield Finding(Severity.ERROR, f"rendezvous endpoint {ep.problem}",
-                      fix=Fix("write it as HOST:PORT", ("--rdzv-endpoint=node001:29400",)))
+                      fix=Fix("write it as HOST:PORT", ("--rdzv-endpoint=node001:29400",)), kind="bad-endpoint")
     if ep is None and ctx.multi_node and not a.standalone:
         yield Finding(Severity.ERROR, f"--nnodes={a.nnodes} with no --rdzv-endpoint: torchrun has no address for the "
                                       "nodes to meet at",
-                      fix=Fix("name the first node's address", ("--rdzv-endpoint=$MASTER_ADDR:29400",)))
+                      fix=Fix("name the first node's address", ("--rdzv-endpoint=$MASTER_ADDR:29400",)), kind="no-endpoint")
 
 
 def _loopback(host: str) -> bool:

@@ -52,7 +52,7 @@ def nccl_ifname_valid(ctx):
         raise Skip("NCCL_SOCKET_IFNAME is not set (DD304 judges NCCL's own choice)")
     if len(spec) <= 1:
         yield Finding(Severity.WARNING, f"NCCL_SOCKET_IFNAME={spec!r} is ignored by NCCL (one character or empty)",
-                      fix=_route_fix(ctx, "set it to the interface that reaches the master, or unset it", "NCCL_SOCKET_IFNAME"))
+                      fix=_route_fix(ctx, "set it to the interface that reaches the master, or unset it", "NCCL_SOCKET_IFNAME"), kind="ignored")
         return
     matched = ifname.nccl_matches(spec, ctx.nics)
     up = [n for n in matched if n.is_up]
@@ -63,14 +63,14 @@ def nccl_ifname_valid(ctx):
         yield Finding(Severity.ERROR, f"NCCL_SOCKET_IFNAME={spec!r} {what}",
                       hint=f"interfaces up on {ctx.hostname}: {', '.join(n.name for n in ctx.nics if n.is_up and n.addrs)}",
                       fix=_route_fix(ctx, "select the interface that routes to the master", "NCCL_SOCKET_IFNAME"),
-                      evidence=ev)
+                      evidence=ev, kind="no-match")
         return
     route = ctx.route_nic
     if route and not ctx.master_is_local and matched[0].name != route.name:
         yield Finding(Severity.ERROR if route.name not in ev["matched"] else Severity.WARNING,
                       f"NCCL_SOCKET_IFNAME={spec!r} makes NCCL bootstrap on {matched[0].name}, "
                       f"but the master is reached through {route.name}",
-                      fix=_route_fix(ctx, f"select {route.name} exactly", "NCCL_SOCKET_IFNAME"), evidence=ev)
+                      fix=_route_fix(ctx, f"select {route.name} exactly", "NCCL_SOCKET_IFNAME"), evidence=ev, kind="other-route")
 
 
 @check("DD302", "GLOO_SOCKET_IFNAME names usable interfaces", category="nic", tags={"network", "prolog"}, timeout=3)
@@ -94,19 +94,19 @@ def gloo_ifname_valid(ctx):
     fix = _route_fix(ctx, "use the exact name of the interface that routes to the master", "GLOO_SOCKET_IFNAME")
     if spec.startswith(("^", "=")) or not names:
         yield Finding(Severity.ERROR, f"GLOO_SOCKET_IFNAME={spec!r} uses NCCL's syntax; Gloo takes plain interface names"
-                      if names else f"GLOO_SOCKET_IFNAME={spec!r} names no interface", fix=fix, evidence={"value": spec})
+                      if names else f"GLOO_SOCKET_IFNAME={spec!r} names no interface", fix=fix, evidence={"value": spec}, kind="nccl-syntax")
         return
     for name in names:
         state = _nic_state(ctx, name)
         if state != "up":
             yield Finding(Severity.ERROR, f"GLOO_SOCKET_IFNAME names {name!r}, which is {state} on {ctx.hostname}",
                           hint=f"interfaces up: {', '.join(n.name for n in ctx.nics if n.is_up and n.addrs)}",
-                          fix=fix, evidence={"value": spec, "interface": name, "state": state})
+                          fix=fix, evidence={"value": spec, "interface": name, "state": state}, kind="down")
     route = ctx.route_nic
     if route and not ctx.master_is_local and route.name not in names and all(_nic_state(ctx, n) == "up" for n in names):
         yield Finding(Severity.ERROR, f"GLOO_SOCKET_IFNAME={spec!r}, but the master is reached through {route.name}",
                       hint="Gloo advertises that interface's address; the other nodes may not reach it", fix=fix,
-                      evidence={"value": spec, "route": route.name})
+                      evidence={"value": spec, "route": route.name}, kind="other-route")
 
 
 @check("DD303", "Gloo's default interface reaches the master", category="nic", tags={"network", "prolog"}, timeout=4)
@@ -142,19 +142,19 @@ def gloo_default_reaches_master(ctx):
         why = "DD202" if usable else ("DD201" if not r.ok else "DD203")
         yield Finding(Severity.ERROR, f"Gloo would bind loopback {addr} (see {why}): the other nodes cannot reach it",
                       fix=_route_fix(ctx, "name the interface that routes to the master", "GLOO_SOCKET_IFNAME"),
-                      evidence={"gloo_addr": addr})
+                      evidence={"gloo_addr": addr}, kind="loopback")
         return
     nic = nic_with_addr(ctx.nics, addr)
     route = ctx.route_nic
     ev = {"gloo_addr": addr, "gloo_interface": nic.name if nic else None, "route_interface": route.name if route else None}
     if ctx.master_is_local or not route or (nic and nic.name == route.name):
-        yield Finding(Severity.INFO, f"Gloo would use {addr} on {nic.name if nic else '?'}", evidence=ev)
+        yield Finding(Severity.INFO, f"Gloo would use {addr} on {nic.name if nic else '?'}", evidence=ev, kind="ok")
         return
     yield Finding(Severity.ERROR,
                   f"Gloo would bind {addr} on {nic.name if nic else '?'} ({ctx.hostname} resolves there), "
                   f"but the master {ctx.master} is reached through {route.name} ({ctx.route.src_addr})",
                   hint="peers with a higher address dial that address and fail (connect: Network is unreachable)",
-                  fix=_route_fix(ctx, f"make Gloo use {route.name}", "GLOO_SOCKET_IFNAME"), evidence=ev)
+                  fix=_route_fix(ctx, f"make Gloo use {route.name}", "GLOO_SOCKET_IFNAME"), evidence=ev, kind="unusable")
 
 
 @check("DD304", "NCCL's default interface reaches the master", category="nic", tags={"network", "prolog"}, timeout=3)
@@ -182,16 +182,16 @@ def nccl_default_reaches_master(ctx):
     ev = {"nccl_interface": pick.name if pick else None, "rule": rule, "route_interface": route.name if route else None}
     if pick is None:
         yield Finding(Severity.ERROR, "NCCL would find no interface with an address", evidence=ev,
-                      fix=_route_fix(ctx, "bring up the interface that reaches the master", "NCCL_SOCKET_IFNAME"))
+                      fix=_route_fix(ctx, "bring up the interface that reaches the master", "NCCL_SOCKET_IFNAME"), kind="no-interface")
         return
     if ctx.master_is_local or not route or pick.name == route.name:
-        yield Finding(Severity.INFO, f"NCCL would bootstrap on {pick.name} (rule {rule!r})", evidence=ev)
+        yield Finding(Severity.INFO, f"NCCL would bootstrap on {pick.name} (rule {rule!r})", evidence=ev, kind="ok")
         return
     sev = Severity.ERROR if pick.is_loopback or not pick.is_up else Severity.WARNING
     yield Finding(sev, f"NCCL would bootstrap on {pick.name}{' (down)' if not pick.is_up else ''}, "
                        f"but the master {ctx.master} is reached through {route.name}",
                   hint="matters when the job uses NCCL (GPUs); Gloo-only jobs ignore it",
-                  fix=_route_fix(ctx, f"make NCCL use {route.name}", "NCCL_SOCKET_IFNAME"), evidence=ev)
+                  fix=_route_fix(ctx, f"make NCCL use {route.name}", "NCCL_SOCKET_IFNAME"), evidence=ev, kind="suspect")
 
 
 @check("DD305", "interfaces and the recommended *_SOCKET_IFNAME", category="nic", tags={"network"}, timeout=3, order=1)

@@ -48,11 +48,11 @@ def master_answers_ping(ctx):
     if p.state == "unavailable":
         raise Skip(p.detail)
     if p.state == "ok":
-        yield Finding(Severity.INFO, f"{ctx.master} ({ctx.master_addr}) answers in {p.rtt_ms:.2f} ms")
+        yield Finding(Severity.INFO, f"{ctx.master} ({ctx.master_addr}) answers in {p.rtt_ms:.2f} ms", kind="answers")
         return
     yield Finding(Severity.WARNING, f"{ctx.master} ({ctx.master_addr}) does not answer ping: {p.detail}",
                   hint="ICMP is often filtered; DD102's TCP probe is the one that counts",
-                  fix=Fix("check that the master is up and routable", (f"ip route get {ctx.master_addr}",)))
+                  fix=Fix("check that the master is up and routable", (f"ip route get {ctx.master_addr}",)), kind="no-answer")
 
 
 STATE_TEXT = {
@@ -89,7 +89,7 @@ def rendezvous_port_open(ctx):
         who = (f"ddpdoctor on {h.peer_host}" if h and h.is_ddpdoctor
                else "a service that is not ddpdoctor (the job's c10d store, or something else)")
         yield Finding(Severity.INFO, f"{endpoint_text(ctx.master, ctx.port)} open in {t.latency_s * 1000:.1f} ms, answered by {who}",
-                      evidence={**ev, "ddpdoctor": bool(h and h.is_ddpdoctor), "banner": h.banner if h else ""})
+                      evidence={**ev, "ddpdoctor": bool(h and h.is_ddpdoctor), "banner": h.banner if h else ""}, kind="open")
         return
     hint = f"probe from {ctx.hostname} ({ctx.route.src_addr if ctx.route and ctx.route.ok else '?'})"
     if t.state == sockets.REFUSED:
@@ -103,7 +103,7 @@ def rendezvous_port_open(ctx):
         fix = Fix(f"make {ctx.master_addr} routable from {ctx.hostname} (same subnet or a route)",
                   (f"ip route get {ctx.master_addr}",))
     yield Finding(Severity.ERROR, f"{endpoint_text(ctx.master, ctx.port)} ({ctx.master_addr}): {STATE_TEXT.get(t.state, t.error)}",
-                  hint=hint, fix=fix, evidence={**ev, "error": t.error})
+                  hint=hint, fix=fix, evidence={**ev, "error": t.error}, kind=t.state or "error")
 
 
 @check("DD103", "the master's ephemeral ports accept connections", category="reachability",
@@ -135,14 +135,14 @@ def ephemeral_ports_open(ctx):
     ev = {"eport": h.eport, "state": e.state}
     if e.state == sockets.OPEN:
         yield Finding(Severity.INFO, f"ephemeral port {h.eport} on {ctx.master} open in {e.latency_s * 1000:.1f} ms",
-                      evidence=ev)
+                      evidence=ev, kind="open")
         return
     lo, hi = h.eport_range or (h.eport, h.eport)  # the master's own range, as its listener reported it
     yield Finding(Severity.ERROR,
                   f"{endpoint_text(ctx.master, ctx.port)} is open but ephemeral port {h.eport} is not ({STATE_TEXT.get(e.state, e.error)})",
                   hint="rendezvous would succeed and the first Gloo/NCCL collective would hang",
                   fix=_firewall_fix(ctx, f"{lo}:{hi}", f"ports {lo}-{hi} (the ephemeral range)"),
-                  evidence={**ev, "error": e.error})
+                  evidence={**ev, "error": e.error}, kind="closed")
 
 
 @check("DD104", "a route to the master exists", category="reachability", tags={"network"}, timeout=3)
@@ -164,12 +164,12 @@ def route_to_master(ctx):
     if r.ok:
         nic = ctx.route_nic
         yield Finding(Severity.INFO, f"to {ctx.master_addr} via {nic.name if nic else '?'} (source {r.src_addr})",
-                      evidence={"src": r.src_addr, "interface": nic.name if nic else None})
+                      evidence={"src": r.src_addr, "interface": nic.name if nic else None}, kind="route")
         return
     yield Finding(Severity.ERROR, f"no route from {ctx.hostname} to {ctx.master} ({ctx.master_addr}): {r.error}",
                   fix=Fix("add a route to the master or use an address on a shared subnet",
                           (f"ip route get {ctx.master_addr}", "ip -brief addr")),
-                  evidence={"error": r.error})
+                  evidence={"error": r.error}, kind="no-route")
 
 
 @check("DD105", "the rendezvous port is free on the master", category="reachability",
@@ -196,7 +196,7 @@ def master_port_free(ctx):
         raise Skip("this host is not the master")
     b = ctx.port_bind
     if b.free:
-        yield Finding(Severity.INFO, f"port {ctx.port} is free")
+        yield Finding(Severity.INFO, f"port {ctx.port} is free", kind="free")
         return
     holders = ctx.port_holders
     who = "; ".join(f"pid {h.pid} ({h.name}: {h.cmdline[:80]})" if h.pid else f"a process ({h.laddr})" for h in holders) \
@@ -206,7 +206,7 @@ def master_port_free(ctx):
     yield Finding(Severity.ERROR, f"port {ctx.port} on {ctx.hostname} is already in use by {who}",
                   hint="static rendezvous: errno 98 EADDRINUSE; c10d rendezvous: the agents talk to that process and hang",
                   fix=Fix(f"stop that process or use another port (e.g. --rdzv-endpoint {ctx.master}:{ctx.port + 1})", tuple(cmds)),
-                  evidence={"port": ctx.port, "holders": holders})
+                  evidence={"port": ctx.port, "holders": holders}, kind="in-use")
 
 
 def _mib_s(nbytes: int, secs: float) -> str:
@@ -259,7 +259,7 @@ def path_mtu_carries_full_frames(ctx):
     if full.complete:
         yield Finding(Severity.INFO, f"1 MiB each way between {here} and {there} in "
                       f"{full.up_s:.2f} s / {full.down_s:.2f} s"
-                      + (f"; largest don't-fragment packet {largest} bytes" if largest else ""), evidence=ev)
+                      + (f"; largest don't-fragment packet {largest} bytes" if largest else ""), evidence=ev, kind="ok")
         return
     clamped = pm.clamped
     if full.stalled and clamped is not None and clamped.complete:
@@ -280,7 +280,7 @@ def path_mtu_carries_full_frames(ctx):
                     (f"sudo ip link set {pm.local_if} mtu {passes}   # on {ctx.hostname}",
                      f"sudo ip link set {pm.peer_if} mtu {passes}   # on {h.peer_host or ctx.master}",
                      f"ping -M do -s {pm.local_mtu - 28} -c 1 {ctx.master_addr}   # passes once fixed")),
-            evidence=ev)
+            evidence=ev, kind="mtu-black-hole")
         return
     if full.stalled:
         if clamped is None:
@@ -294,13 +294,13 @@ def path_mtu_carries_full_frames(ctx):
                       f"bulk TCP to {there} stalls: nothing of 1 MiB arrived within the deadline although the "
                       f"connection opened{also}",
                       hint="a firewall or shaper that drops by length or rate, or a broken link; low confidence "
-                           "in the cause, high in the symptom", evidence=ev)
+                           "in the cause, high in the symptom", evidence=ev, kind="stall")
         return
     rate = _mib_s(min(full.sent_ok, full.back_ok), max(full.up_s, full.down_s, 1e-3))
     yield Finding(Severity.WARNING,
                   f"slow link to {there}: {full.sent_ok} bytes up and {full.back_ok} down of 1 MiB within "
                   f"the deadline (about {rate}); data flows, so not an MTU black hole",
-                  hint="a congested or shaped link; collectives will be slow, not stuck", evidence=ev)
+                  hint="a congested or shaped link; collectives will be slow, not stuck", evidence=ev, kind="slow")
 
 
 @check("DD111", "this host's MTU matches the master's", category="reachability", tags={"network"}, timeout=12)
@@ -329,7 +329,7 @@ def mtu_matches_master(ctx):
     ev = {"local_if": pm.local_if, "local_mtu": pm.local_mtu, "peer_if": pm.peer_if, "peer_mtu": pm.peer_mtu}
     if pm.local_mtu == pm.peer_mtu:
         yield Finding(Severity.INFO, f"MTU {pm.local_mtu} on {ctx.hostname} {pm.local_if} and on "
-                      f"{h.peer_host or ctx.master} {pm.peer_if}", evidence=ev)
+                      f"{h.peer_host or ctx.master} {pm.peer_if}", evidence=ev, kind="ok")
         return
     low = min(pm.local_mtu, pm.peer_mtu)
     yield Finding(Severity.WARNING,
@@ -338,4 +338,4 @@ def mtu_matches_master(ctx):
                   hint="DD110 says whether full-size packets still get through",
                   fix=Fix(f"set the same MTU on every node and switch port (e.g. {low})",
                           (f"sudo ip link set {pm.local_if if pm.local_mtu > low else pm.peer_if} mtu {low}",)),
-                  evidence=ev)
+                  evidence=ev, kind="mtu-mismatch")

@@ -46,23 +46,23 @@ def job_gpus_present(ctx):
         what = f"the job was given GPU(s) {','.join(want)}" if want else f"the node should have {expected} GPU(s)"
         yield Finding(Severity.ERROR, f"{what} but NVML cannot see any: {snap.error}",
                       hint="the NVIDIA driver is not loaded, or a GPU is lost", fix=diag,
-                      evidence={"job_gpus": list(want), "nvml_error": snap.error})
+                      evidence={"job_gpus": list(want), "nvml_error": snap.error}, kind="nvml")
         return
     count = len(snap.gpus)
     ev = {"job_gpus": list(want), "nvml_count": count, "expected_gpus": expected, "driver": snap.driver}
     if expected and count != expected:
         yield Finding(Severity.ERROR, f"NVML lists {count} GPU(s), the node should have {expected}",
                       hint="fewer: a GPU fell off the bus or failed to initialise; more: thresholds.expected_gpus is wrong",
-                      fix=diag, evidence=ev)
+                      fix=diag, evidence=ev, kind="count")
     missing = [e for e in want if _gpu_for(e, snap.gpus) is None]
     if missing:
         have = f"0-{count - 1}" if count else "none"
         yield Finding(Severity.ERROR,
                       f"Slurm gave the job GPU(s) {','.join(missing)}, which NVML does not list (it lists {count}: {have})",
-                      hint="a GPU is missing, or gres.conf names more GPUs than the node has", fix=diag, evidence=ev)
+                      hint="a GPU is missing, or gres.conf names more GPUs than the node has", fix=diag, evidence=ev, kind="missing")
     if not missing and not (expected and count != expected):
         yield Finding(Severity.INFO, f"{count} GPU(s) (driver {snap.driver})"
-                      + (f"; the job's {','.join(want)} present" if want else ""), evidence=ev)
+                      + (f"; the job's {','.join(want)} present" if want else ""), evidence=ev, kind="ok")
 
 
 @check("DD702", "the job's GPUs are free before it starts", category="slurm", tags={"prolog"}, timeout=3)
@@ -102,7 +102,7 @@ def job_gpus_idle(ctx):
                           fix=Fix("kill the leftover processes, and make the Epilog kill them",
                                   (f"nvidia-smi -i {g.index} --query-compute-apps=pid,process_name,used_memory --format=csv",
                                    *(f"kill -9 {p.pid}" for p in g.processes[:4]))),
-                          evidence=ev)
+                          evidence=ev, kind="busy")
         elif g.used > limit:
             clean = False
             yield Finding(Severity.ERROR,
@@ -111,6 +111,6 @@ def job_gpus_idle(ctx):
                           hint="a process in another PID namespace (container), or memory an exited process never released",
                           fix=Fix("find the holder, or reset the GPU when nothing runs on it",
                                   ("nvidia-smi", f"nvidia-smi --gpu-reset -i {g.index}")),
-                          evidence=ev)
+                          evidence=ev, kind="memory")
     if clean:
-        yield Finding(Severity.INFO, f"GPU(s) {','.join(want)} idle")
+        yield Finding(Severity.INFO, f"GPU(s) {','.join(want)} idle", kind="ok")

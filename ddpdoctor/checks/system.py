@@ -34,7 +34,7 @@ def dev_shm_large_enough(ctx):
     if not shm.exists:
         yield Finding(Severity.ERROR, f"{shm.path} {shm.error}",
                       hint="NCCL's shared-memory transport and DataLoader workers need it",
-                      fix=Fix("mount a tmpfs on /dev/shm", ("mount -t tmpfs -o mode=1777,size=50% tmpfs /dev/shm",)))
+                      fix=Fix("mount a tmpfs on /dev/shm", ("mount -t tmpfs -o mode=1777,size=50% tmpfs /dev/shm",)), kind="unreadable")
         return
     ev = {"path": shm.path, "size": shm.size, "free": shm.free, "min_dev_shm": need,
           "fstype": shm.mount.fstype if shm.mount else None, "largest": [list(t) for t in shm.largest]}
@@ -43,7 +43,7 @@ def dev_shm_large_enough(ctx):
                       hint="NCCL fails with 'Error while creating shared memory segment'; DataLoader workers die with 'Bus error'",
                       fix=Fix(f"remount {shm.path} with at least {human_size(need)}",
                               (f"mount -o remount,size={max(need, 1 << 30) >> 20}M {shm.path}", f"df -h {shm.path}")),
-                      evidence=ev)
+                      evidence=ev, kind="small")
         return
     if shm.free < need:
         top = ", ".join(f"{n} ({human_size(b)})" for n, b in shm.largest[:3]) or "no files (memory held by open segments)"
@@ -53,9 +53,9 @@ def dev_shm_large_enough(ctx):
                       hint=f"largest there: {top}; earlier jobs often leave nccl-* and torch_* segments behind",
                       fix=Fix("remove what earlier jobs left in /dev/shm (and empty it in the Slurm Epilog)",
                               (f"ls -laS {shm.path} | head", f"find {shm.path} -mindepth 1 -user <old-job-user> -delete")),
-                      evidence=ev)
+                      evidence=ev, kind="full")
         return
-    yield Finding(Severity.INFO, f"{shm.path}: {human_size(shm.free)} free of {human_size(shm.size)}", evidence=ev)
+    yield Finding(Severity.INFO, f"{shm.path}: {human_size(shm.free)} free of {human_size(shm.size)}", evidence=ev, kind="ok")
 
 
 @check("DD602", "/dev/shm is writable by every user", category="system", tags={"prolog"}, timeout=2)
@@ -78,12 +78,12 @@ def dev_shm_writable(ctx):
     if shm.mount is not None and shm.mount.readonly:
         yield Finding(Severity.ERROR, f"{shm.path} is mounted read-only",
                       fix=Fix("remount it read-write", (f"mount -o remount,rw {shm.path}",)),
-                      evidence={"options": list(shm.mount.options)})
+                      evidence={"options": list(shm.mount.options)}, kind="read-only")
     want = stat.S_ISVTX | 0o777
     if shm.mode & want != want:
         yield Finding(Severity.ERROR, f"{shm.path} has mode {shm.mode:04o}: users cannot all create segments there (want 1777)",
                       hint="NCCL: 'Call to shm_open failed : Permission denied'",
-                      fix=Fix("restore the usual mode", (f"chmod 1777 {shm.path}",)), evidence={"mode": f"{shm.mode:04o}"})
+                      fix=Fix("restore the usual mode", (f"chmod 1777 {shm.path}",)), evidence={"mode": f"{shm.mode:04o}"}, kind="mode")
 
 
 @check("DD603", "the locked-memory limit allows RDMA", category="system", tags={"prolog"}, timeout=2)
@@ -109,12 +109,12 @@ def memlock_allows_rdma(ctx):
     ev = {"soft": lim.soft, "hard": lim.hard, "min_memlock": need, "rdma_devices": list(ctx.rdma)}
     if not ctx.rdma:
         yield Finding(Severity.INFO, f"locked memory {human_size(lim.soft)}; no RDMA devices, so NCCL uses TCP sockets",
-                      evidence=ev)
+                      evidence=ev, kind="ok")
         return
     enough = lim.soft is None or (need is not None and lim.soft >= need)
     if enough:
         yield Finding(Severity.INFO, f"locked memory {human_size(lim.soft)} for RDMA devices {', '.join(ctx.rdma)}",
-                      evidence=ev)
+                      evidence=ev, kind="ok")
         return
     yield Finding(Severity.ERROR,
                   f"locked memory is limited to {human_size(lim.soft)} (site minimum {human_size(need)}) on a node with "
@@ -124,4 +124,4 @@ def memlock_allows_rdma(ctx):
                           ("systemctl edit slurmd   # [Service] LimitMEMLOCK=infinity",
                            "echo 'PropagateResourceLimitsExcept=MEMLOCK' >> /etc/slurm/slurm.conf",
                            "srun -N1 bash -c 'ulimit -l'   # expect: unlimited")),
-                  evidence=ev)
+                  evidence=ev, kind="low")

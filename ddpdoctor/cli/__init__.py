@@ -1,55 +1,41 @@
 """Command line: parse, select checks, call the runner, render. Nothing else lives here.
 
-Subcommands are imported only when used (`LazyGroup`), so `ddpdoctor --help` and `ddpdoctor
+Subcommands (declared in ddpdoctor/commands.py) are imported only when used (`LazyGroup`), so `ddpdoctor --help` and `ddpdoctor
 network` never import torch. Exit codes: 0 nothing failed, 1 a failure or timeout, 2 usage or
 configuration error, 3 ddpdoctor itself crashed.
 """
 from __future__ import annotations
 
-import importlib
-import json
 import os
 import socket
 import sys
 
 import click
 
-from ddpdoctor import __version__
+from ddpdoctor import __version__, commands
+from ddpdoctor.commands import COMMANDS
 from ddpdoctor.validate import BadInput
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_CRASH = 0, 1, 2, 3
 
-# name -> "module:attribute"; each module stays cheap to import (torch only inside functions).
-LAZY_COMMANDS = {
-    "network": "ddpdoctor.cli.network:network",
-    "list-checks": "ddpdoctor.cli.list_checks:list_checks",
-    "explain": "ddpdoctor.cli.explain:explain",
-    "smoke": "ddpdoctor.cli.smoke:smoke",
-    "prolog": "ddpdoctor.cli.prolog:prolog",
-    "cluster": "ddpdoctor.cli.cluster:cluster",
-    "lint": "ddpdoctor.cli.lint:lint",
-    "run": "ddpdoctor.cli.run:run",
-    "inspect": "ddpdoctor.cli.inspect:inspect_cmd",
-    "arm": "ddpdoctor.cli.arm:arm",
-}
-
-
 class LazyGroup(click.Group):
+    """The subcommands of ddpdoctor/commands.py, each imported only when it is asked for."""
+
     def list_commands(self, ctx):
-        return [n for n in LAZY_COMMANDS if self._load(n) is not None]
+        return [c.name for c in COMMANDS if self._load(c.name) is not None]
 
     def get_command(self, ctx, name):
         return self._load(name)
 
     @staticmethod
     def _load(name):
-        target = LAZY_COMMANDS.get(name)
-        if not target:
+        command = commands.get(name)
+        if command is None:
             return None
-        mod, attr = target.split(":")
         try:
-            return getattr(importlib.import_module(mod), attr)
+            return command.load_cli()
         except ModuleNotFoundError as e:
+            mod = command.cli.partition(":")[0]
             if e.name and mod.startswith(e.name):  # that command is not part of this build
                 return None
             raise
@@ -69,8 +55,8 @@ def fail_usage(msg: str, *, code: int = EXIT_USAGE, kind: str = "usage") -> None
     args = sys.argv[1:]
     if _json_wanted(args):
         from ddpdoctor.cli.common import write_stdout
-        write_stdout(json.dumps({"schema": 1, "command": _subcommand(args) or "ddpdoctor", "exit_code": code,
-                                 "error": {"kind": kind, "message": msg}}, indent=2) + "\n")
+        from ddpdoctor.render import json as rj
+        write_stdout(rj.error(_subcommand(args) or "ddpdoctor", code, kind, msg) + "\n")
     click.echo(f"ddpdoctor: error: {msg}", err=True)
     sys.exit(code)
 

@@ -96,58 +96,15 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
         sys.exit(1)
 
     from ddpdoctor import registry, runner
-    from ddpdoctor.model import Report
+    from ddpdoctor.cluster.report import build_report
 
     view = ClusterView(run.gathered, launch.world, names=launch.names, port=port_n,
                        store=f"{launch.store_host}:{store_n}", elapsed_s=time.monotonic() - started,
                        reference=reference)
-    checks = registry.select("cluster")
-    results = runner.run_checks(checks, view, deadline=10)
-    passing, failing = view.label(view.passing()), view.label(view.failing())
-    files, file_error = _write_lists(out_dir, passing, failing)
-    html = None
-    if html_path:
-        html = {"path": html_path, "error": write_heatmap(html_path, view, failing=view.failing())}
-    pv = view.pairing
-    extra = {"cluster": {
-        "files_error": file_error, "html": html, "missing_label": view.label(view.missing),
-        "pairing_labels": {k: view.label(getattr(pv, k)) for k in ("bad", "slow", "inconclusive")} if pv else None,
-        "summary": view.summary(),
-        "mode": launch.mode, "nodes": view.names, "port": port_n, "store": view.store,
-        "missing": [view.names[i] for i in view.missing], "passing": passing, "failing": failing,
-        "files": list(files), "max_peers": max_peers, "seed": seed,
-        "fingerprint": view.majority_fingerprint(), "strategy": "pairs" if opts.pairs(launch.world) else "matrix",
-        "pairing": pv.to_wire() if pv else None,
-        "matrix": view.matrix(),
-        "timing": {view.names[i]: view.timing(i) for i in sorted(view.records)},
-        "incoming_first_node": view.incoming}}
-    report = Report("cluster", view.hostname, tuple(results), time.monotonic() - started, extra=extra)
+    results = runner.run_checks(registry.select("cluster"), view, deadline=10)
+    report = build_report(view, results, launch=launch, opts=opts, out_dir=out_dir, html_path=html_path,
+                          duration_s=time.monotonic() - started)
     emit(report, json_out=json_out, verbose=verbose)
-
-
-def _write_lists(out_dir: str, passing: str, failing: str) -> tuple[tuple[str, ...], str]:
-    from ddpdoctor.cli.common import atomic_write
-    paths = (os.path.join(out_dir, "passing_nodes"), os.path.join(out_dir, "failing_nodes"))
-    for path, value in zip(paths, (passing, failing)):
-        err = atomic_write(path, value + "\n" if value else "")
-        if err:
-            return (), err
-    return paths, ""
-
-
-def write_heatmap(path: str, view, *, failing) -> str:
-    """Write `view`'s matrix as an HTML heatmap to `path`; '' or why it could not."""
-    from ddpdoctor.render.heatmap import heatmap_html
-
-    def tip(i, j):
-        p = view.probe(i, j)
-        r = p.rdzv if p is not None else None
-        return f"{r.state} {r.ms} ms".strip() if r else ""
-
-    from ddpdoctor.cli.common import atomic_write
-    page = heatmap_html(view.names, view.cell, title=f"ddpdoctor cluster: {view.world} nodes, port {view.port}",
-                        subtitle=f"failing: {view.label(failing) or 'none'}", failing=failing, tooltip=tip)
-    return atomic_write(path, page)
 
 
 def _read_reference(path: str) -> dict[str, str]:

@@ -200,14 +200,16 @@ def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str]:
         if damage:
             d["exit_code"] = 2
             d["error"] = {"kind": "bad_input", "message": damage}
-        return json.dumps(d, indent=2, allow_nan=False), damage
+        from ddpdoctor.render import json as rj
+        return rj.document(d), damage
     from ddpdoctor.render.text import use_colour
     _echo(render.render_text(ex, colour=use_colour(sys.stdout)))
     return None, damage
 
 
 def _json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    from ddpdoctor.render import json as rj
+    sys.stdout.write(rj.document(obj) + "\n")
     sys.stdout.flush()
 
 

@@ -95,7 +95,8 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
             facts.watchdog = armed.watchdog_lines(logs)
         except OSError as e:
             raise BadInput(f"--log: {e.filename}: {e.strerror}") from None
-    ctx = _Ctx(facts)
+    from ddpdoctor.facts.inspect import InspectContext
+    ctx = InspectContext(facts)
     checks = registry.select("inspect", select=select, ignore=ignore)
     left = max(0.5, deadline - (time.monotonic() - t0))
     report = runner.run_report("inspect", facts.host, checks, ctx, deadline=left,
@@ -106,11 +107,6 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
                                       **({"watchdog": facts.watchdog} if facts.watchdog else {})})
     report = dataclasses.replace(report, duration_s=time.monotonic() - t0)
     emit(report, json_out=json_out, verbose=verbose)
-
-
-@dataclasses.dataclass
-class _Ctx:
-    facts: object
 
 
 def _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0, fr_dir):

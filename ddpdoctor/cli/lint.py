@@ -1,7 +1,6 @@
 """`ddpdoctor lint PATH...`: static checks of distributed training scripts (never imports torch)."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -76,12 +75,13 @@ def lint(paths, select, ignore, fix, unsafe_fixes, json_out, fail_on, rule_id, l
         code = 2
     n_fixed = sum(len(v) for v in fixed.values())
     if json_out:
-        click.echo(json.dumps({
+        from ddpdoctor.render import json as rj
+        click.echo(rj.document({
             "schema": 1, "command": "lint", "exit_code": code, "files": res.files,
             "duration_s": round(res.duration_s, 4), "fixed": n_fixed,
             "findings": [f.to_dict() for f in res.findings],
             "problems": [{"path": p.path, "line": p.line, "reason": p.reason} for p in res.problems],
-            "crashes": res.crashes}, indent=2))
+            "crashes": res.crashes}))
         sys.exit(code)
     _write_text(res, n_fixed)
     sys.exit(code)

@@ -1,8 +1,6 @@
 """`ddpdoctor list-checks`: the registry as a table (or JSON)."""
 from __future__ import annotations
 
-import json
-
 import click
 
 from ddpdoctor import registry
@@ -15,8 +13,9 @@ def list_checks(json_out: bool, select: tuple[str, ...]):
     """List every check: id, category, title."""
     checks = sorted(registry.select(None, select=select), key=lambda c: c.id)
     if json_out:
-        click.echo(json.dumps([{"id": c.id, "title": c.title, "category": c.category,
-                                "commands": sorted(c.tags)} for c in checks], indent=2))
+        from ddpdoctor.render import json as rj
+        click.echo(rj.document([{"id": c.id, "title": c.title, "category": c.category,
+                                  "commands": sorted(c.tags)} for c in checks]))
         return
     for c in checks:
         click.echo(f"{c.id}  {c.category:<12} {c.title}")

@@ -1,7 +1,6 @@
 """`ddpdoctor network`: rendezvous pre-flight from a worker (or the master), and `--listen` mode."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -83,6 +82,7 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
     from ddpdoctor.cli.common import write_stdout
     from ddpdoctor.peerprobe.server import ListenError, listen
     from ddpdoctor.render import listen as show
+    from ddpdoctor.render import json as rj
 
     host = socket.gethostname()
     suggest = shell_safe_name(host) or "<this-host>"  # a hostname goes into a command below
@@ -114,13 +114,14 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
         who = "; ".join(f"pid {h.pid} ({h.name})" for h in holders if h.pid)
         msg = f"{e}{' by ' + who if who else ''}"
         if json_out:
-            _out(json.dumps({"schema": 1, "command": "network-listen", "host": host, "exit_code": 1, "error": msg}))
+            _out(rj.document({"schema": 1, "command": "network-listen", "host": host, "exit_code": 1, "error": msg},
+                             indent=None))
         else:
             click.echo(f"✗ {msg}", err=True)  # stderr
         sys.exit(1)
     code = 0 if res.ok else 1
     if json_out:
-        _out(json.dumps(show.to_json(res, host=host, code=code, expect=expect), indent=2))
+        _out(rj.document(show.to_json(res, host=host, code=code, expect=expect)))
         sys.exit(code)
     # the verdict: who reached only the rendezvous port (a firewall drops the ephemeral range), who never came
     partial = [w for w in res.workers if not w.complete]

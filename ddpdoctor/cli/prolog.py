@@ -14,7 +14,6 @@ deadline (5 s by default, Python's start-up included) and a watchdog behind it.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -24,7 +23,8 @@ from typing import Sequence
 import click
 
 from ddpdoctor.slurm.prolog import (CRASH_HOOK, EXIT_CRASH, EXIT_FAULT, EXIT_HEALTHY, EXIT_USAGE,  # noqa: F401
-                                    Watchdog, expand_path, judge, loud, process_age, scontrol_drain, write_report)
+                                    Watchdog, crash_record, expand_path, judge, loud, process_age, scontrol_drain,
+                                    write_report)
 from ddpdoctor.cli.common import FINITE
 from ddpdoctor.validate import BadInput
 
@@ -35,8 +35,8 @@ TASK_DEADLINE = 5.0     # prolog --task: Slurm waits for it before the task star
 def _json_error(msg: str, code: int, kind: str = "usage") -> None:
     """--json: a consumer parsing stdout gets a JSON document on error paths too."""
     from ddpdoctor.cli.common import write_stdout
-    write_stdout(json.dumps({"schema": 1, "command": "prolog", "exit_code": code,
-                             "error": {"kind": kind, "message": msg}}, indent=2) + "\n")
+    from ddpdoctor.render import json as rj
+    write_stdout(rj.error("prolog", code, kind, msg) + "\n")
 
 
 def _write_stderr(text: str) -> None:
@@ -107,9 +107,7 @@ def prolog(task, config_path, deadline, drain, strict, report_file, select, igno
             _json_error(f"{type(e).__name__}: {e}", EXIT_CRASH if strict else EXIT_HEALTHY, "crash")
         if report_file:
             write_report(expand_path(report_file, os.environ.get("SLURMD_NODENAME", ""), os.environ.get("SLURM_JOB_ID", "")),
-                         {"schema": 1, "command": "prolog", "prolog": {
-                             "exit_code": EXIT_CRASH if strict else EXIT_HEALTHY,
-                             "crash": f"{type(e).__name__}: {e}"}})
+                         crash_record(EXIT_CRASH if strict else EXIT_HEALTHY, e))
         code = EXIT_CRASH if strict else EXIT_HEALTHY
     sys.exit(code)
 
@@ -172,13 +170,13 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
     dog.rearm(max(0.2, budget) + 0.5, EXIT_CRASH if strict else EXIT_HEALTHY, on_deadline)
 
     from ddpdoctor import registry, runner
-    from ddpdoctor.model import Report
     from ddpdoctor.facts.node import PrologFacts
+    from ddpdoctor.slurm.prolog import build_report
 
     ctx = PrologFacts(config=cfg)
     checks = registry.select("prolog", select=(*cfg.select, *select), ignore=(*cfg.ignore, *ignore))
     t0 = time.monotonic()
-    results = runner.run_checks(checks, ctx, deadline=max(0.1, budget - 0.1))
+    results = runner.run_checks(checks, ctx, deadline=max(0.1, budget - 0.1), silenced=cfg.silenced)
     verdict, results = judge(results, cfg, strict=strict)
     node = node or ctx.node_name
     drain_error = ""
@@ -186,13 +184,8 @@ def _prolog(config_path, deadline, drain, strict, report_file, select: Sequence[
     if verdict.faults and drain:
         drain_error = scontrol_drain(node, verdict.reason())
         drained = not drain_error
-    extra = {"prolog": {
-        "node": node, "job_id": job, "job_nodes": ctx.nodes, "first_node": ctx.master, "config": cfg.path,
-        "exit_code": verdict.exit_code, "faults": verdict.fault_lines, "reason": verdict.reason(),
-        "warnings": verdict.warnings, "timeouts": verdict.timeouts, "crashes": verdict.crashes,
-        "drain_requested": bool(drain and verdict.faults), "drained": drained, "drain_error": drain_error,
-        "process_age_s": round(process_age(), 3)}}
-    report = Report("prolog", ctx.hostname, tuple(results), time.monotonic() - t0, extra=extra)
+    report = build_report(ctx, cfg, verdict, results, node=node, job=job, drain=drain, drained=drained,
+                          drain_error=drain_error, duration_s=time.monotonic() - t0)
 
     # Output can fail (stdout closed, the pipe gone, a full disk): the verdict is the exit code, whatever.
     from ddpdoctor.cli.common import write_stdout

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 
 import click
@@ -51,7 +50,8 @@ def run(force, no_network, no_lint, dry_run, select, ignore, deadline, json_out,
     shown = dataclasses.replace(report, results=tuple(r for r in report.results
                                                        if r.status.value not in ("pass", "skip")))
     if json_out and (dry_run or (bad and not force)):
-        click.echo(json.dumps({**report.to_dict(), "launched": False}, indent=2))
+        from ddpdoctor.render import json as rj
+        click.echo(rj.document({**report.to_dict(), "launched": False}))
     elif shown.results:
         from ddpdoctor.render import text
         text.write(shown, sys.stderr)

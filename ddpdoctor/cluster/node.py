@@ -91,7 +91,8 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
         def run_local() -> None:
             from ddpdoctor import registry, runner
             checks = registry.select("prolog", select=cfg.select, ignore=cfg.ignore)
-            res = runner.run_checks(checks, ctx, deadline=min(cfg.deadline, max(0.5, end - time.monotonic() - 1)))
+            res = runner.run_checks(checks, ctx, deadline=min(cfg.deadline, max(0.5, end - time.monotonic() - 1)),
+                                     silenced=cfg.silenced)
             local["results"] = tuple(LocalResult.from_wire(r.to_dict()) for r in res)
 
         lt = threading.Thread(target=run_local, name="cluster-local-checks", daemon=True)

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
+from ddpdoctor.facts import EnvContext
 from ddpdoctor.probes import handshake
 from ddpdoctor.memo import lazy
 from ddpdoctor.probes import dns, pathmtu, sockets
@@ -66,7 +67,7 @@ def nccl_conf_paths(env: Mapping[str, str]) -> tuple[str, ...]:
     return (os.path.join(home, ".nccl.conf"), "/etc/nccl.conf")
 
 
-class NetworkFacts:
+class NetworkFacts(EnvContext):
     """`nccl_conf`: the files NCCL reads its settings from (nccl_conf_paths), read when the environment
     is this process's own; a test that hands in `env` hands in the files too (default: none). What
     NCCL will see, the environment over the files, is `env`; `nccl_conf` keeps the files' part, so a

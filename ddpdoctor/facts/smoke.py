@@ -16,6 +16,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ddpdoctor.facts import EnvContext
+
 
 @dataclass(frozen=True)
 class RankError:
@@ -196,7 +198,7 @@ def records_of(world: Mapping[str, Any] | None) -> dict[int, RankRecord]:
 
 
 @dataclass(frozen=True)
-class SmokeWorld:
+class SmokeWorld(EnvContext):
     """What the checks of `smoke` read: every rank's record, the watchdog's verdict, the --fix re-run."""
     cfg: Any  # ddpdoctor.smoke.plan.SmokeConfig (facts import no feature package)
     world_size: int

@@ -84,19 +84,15 @@ def fix_lines(fix: Fix, indent: str, fill: Callable[[str], str] = lambda c: c) -
     return out
 
 
-# The command-specific section of each command's text report: a renderer of its own, reading the
-# report's `extra` (reports carry data, never pre-rendered text).
-SECTIONS = {"smoke": "ddpdoctor.render.smoke", "cluster": "ddpdoctor.render.cluster",
-            "inspect": "ddpdoctor.render.inspect", "network": "ddpdoctor.render.network"}
-
-
 def extra_lines(report: Report) -> list[str]:
-    """The command's own section (render/<command>.py), after a blank line; nothing when it has none."""
-    name = SECTIONS.get(report.command)
-    if name is None or not report.extra:
+    """The command's own section (the `section` of its Command in ddpdoctor/commands.py, a module with
+    lines(report) reading the report's `extra`), after a blank line; nothing when it has none."""
+    from ddpdoctor import commands
+    command = commands.get(report.command)
+    if command is None or command.section is None or not report.extra:
         return []
     import importlib
-    out = importlib.import_module(name).lines(report)
+    out = importlib.import_module(command.section).lines(report)
     return ["", *out] if out else []
 
 

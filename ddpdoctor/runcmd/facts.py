@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ddpdoctor.memo import lazy
-from ddpdoctor.runcmd.parse import LaunchSpec
+
+if TYPE_CHECKING:  # the registry reads this class at start-up (commands.py): argparse only when `run` parses
+    from ddpdoctor.runcmd.parse import LaunchSpec
 
 C10D_DEFAULT_PORT = 29400  # torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py
 

@@ -6,7 +6,6 @@ fault); write_report(), scontrol_drain() and Watchdog are the bounded actions ar
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import subprocess
@@ -110,11 +109,31 @@ def expand_path(template: str, node: str, job_id: str) -> str:
     return template.replace("%n", node or "unknown").replace("%j", job_id or "nojob")
 
 
+def build_report(ctx, cfg, verdict: Verdict, results, *, node: str, job: str, drain: bool, drained: bool,
+                 drain_error: str, duration_s: float):
+    """The prolog's report: the checks' results and the verdict under `prolog` (the JSON contract)."""
+    from ddpdoctor.model import Report
+    extra = {"prolog": {
+        "node": node, "job_id": job, "job_nodes": ctx.nodes, "first_node": ctx.master, "config": cfg.path,
+        "exit_code": verdict.exit_code, "faults": verdict.fault_lines, "reason": verdict.reason(),
+        "warnings": verdict.warnings, "timeouts": verdict.timeouts, "crashes": verdict.crashes,
+        "drain_requested": bool(drain and verdict.faults), "drained": drained, "drain_error": drain_error,
+        "process_age_s": round(process_age(), 3)}}
+    return Report("prolog", ctx.hostname, tuple(results), duration_s, extra=extra)
+
+
+def crash_record(exit_code: int, error: BaseException) -> dict:
+    """What --report-file holds when ddpdoctor itself failed before a report existed."""
+    return {"schema": 1, "command": "prolog", "prolog": {"exit_code": exit_code,
+                                                          "crash": f"{type(error).__name__}: {error}"}}
+
+
 def write_report(path: str, data: dict) -> str:
     """Write atomically and never through a planted symlink (streams.atomic_write); '' or why not."""
     from ddpdoctor.streams import atomic_write
     try:
-        text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+        from ddpdoctor.render import json as rj
+        text = rj.document(data) + "\n"
     except ValueError as e:
         return f"{path}: {e}"
     return atomic_write(path, text)
