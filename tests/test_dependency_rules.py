@@ -72,6 +72,12 @@ def _modname(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path) -> ast.AST:
+    """A module's syntax tree, parsed once per session (the tests here read every module several times)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def _type_only(tree: ast.AST) -> set[int]:
     """ids of the import nodes under `if TYPE_CHECKING:`: read by type checkers, never executed."""
     out: set[int] = set()
@@ -87,7 +93,7 @@ def _imports(path: Path, src: str | None = None) -> set[str]:
     mod = _modname(path)
     pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
     out: set[str] = set()
-    tree = ast.parse(path.read_text() if src is None else src, str(path))
+    tree = _parsed(path) if src is None else ast.parse(src, str(path))
     type_only = _type_only(tree)
     for node in ast.walk(tree):
         if id(node) in type_only:
@@ -184,7 +190,7 @@ def test_no_table_is_keyed_by_command_name():
     for path in sorted(PKG.rglob("*.py")):
         if path == PKG / "commands.py":
             continue
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parsed(path)
         tags = {id(k.value) for k in ast.walk(tree) if isinstance(k, ast.keyword) and k.arg == "tags"}  # a check's own tags
         for node in ast.walk(tree):
             if id(node) in tags:
