@@ -1,7 +1,7 @@
 """Every subcommand, declared once: its name, where its click command lives, the typed context its
 checks read, and the renderer of its own text section.
 
-This is the one place a new subcommand is named (docs/adding-a-command.md). Everything that used to
+This is the one place a new subcommand is named (docs/writing-a-command.md; `python -m ddpdoctor.dev new-command NAME` adds it). Everything that used to
 be a table keyed by a command's name is derived from `COMMANDS`: the lazy subcommand loader
 (cli/__init__.py), the tags a check may carry (registry.py), the command-specific text section
 (render/text.py). Every reference is a "module:attribute" string, resolved only when that command

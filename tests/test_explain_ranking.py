@@ -147,3 +147,37 @@ def test_kubernetes_markers_shift_an_unresolved_name_towards_dns_not_ready():
     on_k8s = explain_stream(io.BytesIO(("$ kubectl logs train-worker-0\n" + lookup).encode())).diagnoses
     assert plain[0] == "HOSTNAME_UNRESOLVABLE"
     assert on_k8s[0].failure.id == "K8S_DNS_NOT_READY" and any("Kubernetes" in n for n in on_k8s[0].notes)
+
+
+def test_an_ipv6_only_lookup_warning_with_nothing_failing_after_it_is_not_a_diagnosis():
+    # c10d looks up IPv6 first and then IPv4 (socket.cpp); a Mac's .local name has no IPv6 address
+    warn = ("[W1014 16:41:26.522544000 socket.cpp:755] [c10d] The IPv6 network addresses of (Os-MacBook-Air.local, "
+            "59319) cannot be retrieved (gai error: 8 - nodename nor servname provided, or not known).\n")
+    ex = explain(warn)
+    assert all(d.confidence < 0.35 for d in ex.diagnoses)
+    assert "IPv4 attempt" in ex.diagnoses[0].notes[-1]
+    # the same warning before an IPv4 failure, or the older wording without a family, stays the cause
+    v4 = warn.replace("IPv6", "IPv4")
+    assert explain(warn + v4).diagnoses[0].failure.id == "HOSTNAME_UNRESOLVABLE"
+    assert explain(warn + v4).diagnoses[0].confidence >= 0.5
+    old = "[W socket.cpp:401] [c10d] The network addresses of (node1, 29500) cannot be retrieved Name or service not known.\n"
+    assert explain(old + "RuntimeError: connect() timed out.\n").diagnoses[0].failure.id == "HOSTNAME_UNRESOLVABLE"
+
+
+def test_the_same_line_from_several_ranks_is_one_piece_of_evidence():
+    line = ("[rank{r}]:[E318 07:39:53.79{r}630246 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=610, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600086 "
+            "milliseconds before timing out.\n")
+    d = explain("".join(line.format(r=r) for r in range(4))).diagnoses[0]
+    assert d.failure.id == "NCCL_COLLECTIVE_TIMEOUT"
+    assert len(d.evidence) == 1 and "the same line 4 times (ranks/hosts 0, 1, 2, 3)" in d.evidence[0].note
+
+
+def test_a_store_barrier_with_more_workers_than_the_world_names_the_mismatch_and_fewer_does_not():
+    line = ("Waiting in store based barrier to initialize process group for rank: 0, key: store_based_barrier_key:1 "
+            "(world_size=4, worker_count={n}, timeout=0:30:00)\n")
+    over = explain(line.format(n=8)).diagnoses[0]
+    assert over.failure.id == "STORE_BARRIER_WORKER_COUNT_MISMATCH" and over.confidence >= 0.5
+    assert "8 processes joined the store barrier of a group of 4" in over.notes[0]
+    # three of four arrived: ranks still coming, a clue in a log that shows no failure is no diagnosis
+    assert explain(line.format(n=3)).diagnoses == []

@@ -187,3 +187,36 @@ def test_threaded_gate_passes_find_what_one_thread_finds(monkeypatch):
 def test_origin_of_a_line_comes_from_its_prefix_or_message(line, host, rank):
     _, h, r = split_origin(line)
     assert (h, r) == (host, rank)
+
+
+# -- reading a log as a person would (issue 23 §2)
+
+def _ids_of(text: str) -> list[str]:
+    import io as _io
+
+    from ddpdoctor.logscan import explain_stream as _explain
+    return [d.failure.id for d in _explain(_io.BytesIO(text.encode()), "t.log").diagnoses]
+
+
+def test_a_message_wrapped_over_two_lines_is_read_as_one():
+    # posted from a narrow terminal: "Bus" ends the line, "error." starts the next one (fastai/docker-containers#21)
+    log = ("RuntimeError: DataLoader worker (pid 47) is killed by signal: Bus\n"
+           "error. It is possible that dataloader's workers are out of shared\n"
+           "memory. Please try to raise your shared memory limit.\n")
+    assert _ids_of(log)[:1] == ["DATALOADER_SHM_BUS_ERROR"]
+
+
+def test_a_next_line_that_starts_a_new_message_is_not_joined_on():
+    # the second line begins a new log record (capitalised, a level letter): not the rest of the first
+    log = "RuntimeError: DataLoader worker (pid 47) is killed by signal: Bus\nE1125 error. something else\n"
+    assert "DATALOADER_SHM_BUS_ERROR" not in _ids_of(log)
+
+
+def test_what_a_person_skips_before_a_line_is_stripped():
+    from ddpdoctor.logscan.matcher import split_origin
+    assert split_origin("> RuntimeError: x") == ("RuntimeError: x", None, None)            # a quoted paste
+    assert split_origin("2024-12-04T07:19:22.472Z W1204 x")[0] == "W1204 x"               # a collector's timestamp
+    assert split_origin("[2026-04-22 21:34:20] n1:2:3 [0] NCCL WARN x")[0] == "n1:2:3 [0] NCCL WARN x"
+    assert split_origin("[80746] [rank0]:[E321 02:07:08] x") == ("[E321 02:07:08] x", None, 0)
+    assert split_origin("stderr: ERROR:torch x")[0] == "ERROR:torch x"                     # accelerate's test runner
+    assert split_origin("trainer/0 [1]:[W socket.cpp:558] x") == ("[W socket.cpp:558] x", None, 1)  # torchx

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from ddpdoctor import tomlread
-from ddpdoctor.catalog.model import CATEGORIES, FAILURE_ID_RE, FailureMode, Signature, fix
+from ddpdoctor.catalog.model import CATEGORIES, FAILURE_ID_RE, Emitted, FailureMode, Signature, fix
 
 HERE = Path(__file__).parent
 MODES_DIR = HERE / "modes"
@@ -25,7 +25,9 @@ _MODE_KEYS = {"id": str, "title": str, "category": str, "summary": str, "cause":
 _MODE_REQUIRED = ("id", "title", "category", "summary", "cause", "fix", "signatures")
 _FIX_KEYS = {"summary": str, "commands": list, "env": dict, "code": str}
 _SIG_KEYS = {"name": str, "pattern": str, "use": str, "weight": (int, float), "role": str, "example": str,
-             "note": str, "trigger": (str, list)}
+             "note": str, "trigger": (str, list), "emitted": list}
+_EMITTED_KEYS = {"source": str, "file": str, "function": str, "versions": str, "template": str, "prefix": str,
+                 "values": list}
 _SHARED_KEYS = {"pattern": str, "example": str, "trigger": (str, list)}
 
 
@@ -78,9 +80,17 @@ def _signature(where: str, t: dict, shared: dict[str, dict]) -> Signature:
     except re.error as e:
         raise CatalogError(f"{where}: bad pattern {pattern!r}: {e}") from None
     trigger = t.get("trigger", base.get("trigger", ""))
+    emitted = []
+    for j, e in enumerate(t.get("emitted", ()), 1):
+        if not isinstance(e, dict):
+            raise CatalogError(f"{where}: emitted #{j} must be a table")
+        _keys(f"{where} emitted #{j}", e, _EMITTED_KEYS, ("source", "file", "versions", "template"))
+        emitted.append(Emitted(e["source"], e["file"], e["versions"], e["template"], e.get("function", ""),
+                               e.get("prefix", ""), tuple(str(v) for v in e.get("values", ()))))
     try:
         sig = Signature(pattern, float(t["weight"]), t.get("role", "cause"), t.get("example", base.get("example", "")),
-                        t.get("note", ""), tuple(trigger) if isinstance(trigger, list) else trigger, name=t["name"])
+                        t.get("note", ""), tuple(trigger) if isinstance(trigger, list) else trigger, name=t["name"],
+                        emitted=tuple(emitted))
     except ValueError as e:
         raise CatalogError(f"{where}: {e}") from None
     if sig.example and not sig.regex.search(sig.example):

@@ -48,6 +48,26 @@ GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", 
 
 
 @dataclass(frozen=True)
+class Emitted:
+    """Where a signature's line comes from: the format string in the emitting code, per range of releases.
+
+    `source` is the repository (NVIDIA/nccl, pytorch/pytorch, pytorch/gloo), `file` and `function` where the
+    message is built, `versions` the releases that print it this way ("v2.16.2-1 .. v2.23.4-1"; for code
+    without release tags, the commits), `template` the format string as written there (printf `%s`/`%d`,
+    or the pieces a C++ stream concatenates, with `%s` for each value), and `values` what to put in its
+    `%s` fields to make a realistic line (tests/test_catalog_templates.py renders every template and the
+    signature must match it)."""
+
+    source: str
+    file: str
+    versions: str
+    template: str
+    function: str = ""
+    prefix: str = ""              # what the emitting macro puts before the message (NCCL's WARN line head)
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Signature:
     """One log line pattern and how strongly it points at its failure mode.
 
@@ -69,6 +89,7 @@ class Signature:
     note: str = ""
     trigger: str | tuple[str, ...] = ""
     name: str = ""  # unique within its failure mode: the ranker's cross-line rules refer to it by name
+    emitted: tuple[Emitted, ...] = ()  # the code that prints it, per release range (provenance)
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -175,5 +196,5 @@ def fix(summary: str, *commands: str, env: dict[str, str] | None = None, code: s
     return Fix(summary, tuple(commands), dict(env or {}), code)
 
 
-__all__ = ["Signature", "FailureMode", "Confirm", "fix", "required_literal", "literal_runs", "GATES", "CAUSE", "SYMPTOM", "CLUE",
+__all__ = ["Signature", "Emitted", "FailureMode", "Confirm", "fix", "required_literal", "literal_runs", "GATES", "CAUSE", "SYMPTOM", "CLUE",
            "ROOT", "CONSEQUENCE", "CATEGORIES", "FAILURE_ID_RE", "MIN_TRIGGER"]

@@ -5,7 +5,7 @@ The same text is printed by `ddpdoctor explain ID` and written under docs/refere
 """
 from __future__ import annotations
 
-from ddpdoctor import catalog, registry
+from ddpdoctor import catalog, finding_kinds, registry
 from ddpdoctor.catalog.model import CLUE, CONSEQUENCE, SYMPTOM, Confirm, FailureMode
 
 _ROLE_WORD = {SYMPTOM: "shared symptom", CLUE: "clue"}
@@ -50,6 +50,15 @@ def failure_page(fm: FailureMode, *, links: bool = False) -> str:
         if s.example:
             out.append(f"  e.g. `{_code(s.example)}`")
     out.append("")
+    emitted = [(s, e) for s in fm.signatures for e in s.emitted]
+    if emitted:
+        out += ["## Where these lines come from", "", "The code that prints them, per range of releases; each format "
+                "string below is rendered and matched by its signature in tests/test_catalog_templates.py.", "",
+                "| signature | source | file (function) | versions | format |", "|---|---|---|---|---|"]
+        for s, e in emitted:
+            where = f"{e.file} ({e.function})" if e.function else e.file
+            out.append(f"| {s.name} | {e.source} | {where} | {e.versions} | `{_code(e.template).replace('|', '&#124;')}` |")
+        out.append("")
     if fm.related:
         out += ["## Often confused with", "", ", ".join(ref(r) for r in fm.related), ""]
     if fm.sources:
@@ -67,6 +76,8 @@ def check_page(chk: registry.Check, *, links: bool = False) -> str:
     page = (f"# {chk.id}: {chk.title}\n\n"
             f"category: {chk.category} · commands: {', '.join(sorted(chk.tags)) or '-'}\n\n"
             f"{chk.doc}\n")
+    # The ids a site can silence in /etc/ddpdoctor.toml `[checks] silenced` (read from the check's code).
+    page += "\n## Finding ids\n\n" + finding_kinds.describe(chk.id, finding_kinds.kinds_of(chk.func)) + "\n"
     modes = catalog.failures_for_check(chk.id)
     if modes:
         page += "\n## Failure modes it catches\n\n" + "".join(f"- {ref(fm.id)} {fm.title}\n" for fm in modes)

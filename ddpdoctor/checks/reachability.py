@@ -63,6 +63,11 @@ STATE_TEXT = {
 }
 
 
+# The finding kind of each failed connect (a site silences `DD102.filtered`...); a mapping, not the raw
+# state, so the kinds stay readable from the code (ddpdoctor/finding_kinds.py) and stable if a state is renamed.
+STATE_KIND = {s: s for s in (sockets.REFUSED, sockets.FILTERED, sockets.UNREACHABLE, sockets.NO_ROUTE, sockets.ERROR)}
+
+
 @check("DD102", "the master's rendezvous port accepts connections", category="reachability",
        tags={"network"}, timeout=6)
 def rendezvous_port_open(ctx):
@@ -103,7 +108,7 @@ def rendezvous_port_open(ctx):
         fix = Fix(f"make {ctx.master_addr} routable from {ctx.hostname} (same subnet or a route)",
                   (f"ip route get {ctx.master_addr}",))
     yield Finding(Severity.ERROR, f"{endpoint_text(ctx.master, ctx.port)} ({ctx.master_addr}): {STATE_TEXT.get(t.state, t.error)}",
-                  hint=hint, fix=fix, evidence={**ev, "error": t.error}, kind=t.state or "error")
+                  hint=hint, fix=fix, evidence={**ev, "error": t.error}, kind=STATE_KIND.get(t.state, "error"))
 
 
 @check("DD103", "the master's ephemeral ports accept connections", category="reachability",

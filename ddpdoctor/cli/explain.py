@@ -67,6 +67,7 @@ def explain(what: str | None, log_paths: tuple, fr_path: str | None, json_out: b
 def _explain_id(what: str, json_out: bool) -> None:
     from ddpdoctor import catalog, registry
     from ddpdoctor.catalog import pages
+    from ddpdoctor.finding_kinds import kinds_of
 
     key = what.strip().upper()
     if registry.ID_RE.match(key):
@@ -78,7 +79,8 @@ def _explain_id(what: str, json_out: bool) -> None:
                 "id": chk.id, "title": chk.title, "category": chk.category, "commands": sorted(chk.tags),
                 "what_it_checks": chk.doc_section("What it checks"),
                 "why_it_matters": chk.doc_section("Why it matters"), "fix": chk.doc_section("Fix"),
-                "failures": [fm.id for fm in catalog.failures_for_check(chk.id)]}})
+                "failures": [fm.id for fm in catalog.failures_for_check(chk.id)],
+                "finding_ids": kinds_of(chk.func).ids(chk.id)}})
         else:
             _echo(pages.check_page(chk))
         return

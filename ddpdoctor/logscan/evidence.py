@@ -63,6 +63,8 @@ class Collector:
     """Accumulates matches in bounded memory while the log streams by."""
 
     def __init__(self):
+        from ddpdoctor.logscan.user_error import Tracker
+        self.user = Tracker()   # exceptions in the job's own code (user_error.py)
         self.sigs: dict[tuple[str, int], SigStats] = {}   # (failure id, rule index) -> stats
         self.failures: dict[str, FailureMode] = {}
         self.facts: dict[str, list[FactValue]] = {}
@@ -72,9 +74,11 @@ class Collector:
         self._in_summary = 0
 
     def add(self, lm: LineMatch) -> None:
+        # a line a catalog cause/symptom explains is not an unexplained exception of the job's code
+        explained = any(r.fact is None and r.signature is not None and r.signature.role != CLUE for r, _ in lm.matches)
         for rule, groups in lm.matches:
             if rule.fact is not None:
-                self._add_fact(rule, groups, lm)
+                self._add_fact(rule, groups, lm, explained)
                 continue
             fm, sig = rule.failure, rule.signature
             assert fm is not None and sig is not None
@@ -95,8 +99,15 @@ class Collector:
             if sig.role != CLUE:
                 self.failed = True
 
-    def _add_fact(self, rule: Rule, groups: dict, lm: LineMatch) -> None:
+    def _add_fact(self, rule: Rule, groups: dict, lm: LineMatch, explained: bool = False) -> None:
         name = rule.fact.name  # type: ignore[union-attr]
+        if name == "frame":
+            self.user.frame(groups, Evidence(lm.line, lm.text, lm.host, lm.rank))
+            return  # frames are many: only the tracker keeps them (bounded)
+        if name == "exception":
+            self.user.exception(groups, Evidence(lm.line, lm.text, lm.host, lm.rank), explained)
+        elif name == "stop_sent":
+            self.user.stop(Evidence(lm.line, lm.text, lm.host, lm.rank))
         if name in ("exception", "torchrun_failed", "traceback"):
             self.failed = True
         if name == "root_cause":

@@ -61,7 +61,7 @@ FACTS = (
     Fact("summary_rank", r"^\s*rank\s{2,}: (?P<rank>\d+) \(local_rank: (?P<local_rank>\d+)\)", trigger="      : ",
          example="  rank      : 0 (local_rank: 0)"),
     Fact("summary_exit", r"^\s*exitcode\s{2,}: (?P<code>-?\d+)", example="  exitcode  : 1 (pid: 9240)"),
-    Fact("torchrun_failed", r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+)",
+    Fact("torchrun_failed", r"failed \(exitcode: (?P<code>-?\d+)\)(?: for binary located at \S+ with)? local_rank: (?P<local_rank>\d+)",
          example="E1121 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 9240) of binary: /usr/bin/python"),
     # Pasted tool output. nvidia-smi's process table (with or without the MIG GI/CI columns): which pid
     # holds memory on which GPU; one pid on several GPUs is a process touching a GPU not its own.
@@ -100,7 +100,10 @@ FACTS = (
     Fact("cuda_visible", r"CUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<devs>\d+(?:,\d+)*)", trigger="cuda_visible_devices",
          example="CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node=4 train.py"),
     # NCCL's socket connect to a peer failing (socketStartConnect / socketPollConnect, NCCL >= 2.19 and older).
-    Fact("nccl_connect", r"Connect to (?P<addr>[\w.:\[\]%-]+)<(?P<port>\d+)> failed(?:\s*:\s*(?P<why>[^\n]+))?",
+    # Wordings (NVIDIA/nccl src/misc/socket.cc, src/os/linux.cc): "Connect to %s failed : %s" (2.4 - 2.26, after
+    # "Net : ", "socketStartConnect: " or "%s: "), "socketPollConnect to %s failed with error %s" (2.27 - 2.28),
+    # "ncclOsSocketPollConnect to %s failed with error %s" (2.29+).
+    Fact("nccl_connect", r"Connect to (?P<addr>[\w.:\[\]%-]+)<(?P<port>\d+)> failed(?:\s*:\s*| with error )?(?P<why>[^\n]+)?",
          trigger="> failed",
          example="misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<45678> failed : "
                  "Software caused connection abort"),
@@ -111,7 +114,17 @@ FACTS = (
     # A traceback is a failure even when the paste stops before its last line (users often cut it).
     Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
          example="Traceback (most recent call last):"),
-    # The last line of a Python traceback: `SomeError: message` (with or without a module path).
-    Fact("exception", r"^(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error)(?::|$)", trigger="error",
-         example="RuntimeError: something went wrong"),
+    # The last line of a Python traceback: `SomeError: message` (with or without a module path; indented
+    # when a poster quoted it).
+    Fact("exception", r"^\s*(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error)(?::\s*(?P<msg>.*)|\s*$)",
+         trigger="error", example="RuntimeError: something went wrong"),
+    # Every frame of a traceback (CPython traceback.py: '  File "{}", line {}, in {}'): user_error.py keeps the
+    # last frame of the job's own code per rank, which names where an exception was raised. Same trigger as
+    # call_site: no extra pass over the log.
+    Fact("frame", r'File "(?P<file>[^"]+\.py)", line (?P<lineno>\d+), in (?P<func>[\w.<>]+)', trigger='.py", line ',
+         example='  File "/home/me/train.py", line 88, in train_step'),
+    # torchrun stopping the rest of the group after one worker failed (elastic/multiprocessing/api.py _close:
+    # "Sending process %s closing signal %s"; torch 2.4+ keeps the wording, older logs add "the").
+    Fact("stop_sent", r"Sending process (?P<pid>\d+) (?:the )?closing signal (?P<sig>SIG[A-Z]+)", trigger="closing signal sig",
+         example="W1125 20:55:52.912000 11041 api.py:1028] Sending process 11422 closing signal SIGTERM"),
 )

@@ -35,6 +35,11 @@ MAX_WINDOW = 8192   # bytes around a hit taken from an overlong line
 # `(RayTrainWorker pid=123, ip=10.0.0.5) `.
 _PREFIX = re.compile(
     r"^(?:"
+    # what a person skips before reading a line: a quote marker (`> `, GitHub comments), a timestamp a log
+    # collector put first (`2024-12-04T07:19:22.472Z `, `[2026-04-22 21:34:20] `), a bare process number
+    # (`[80746] `), accelerate's `stderr: ` and torchx's `trainer/0 [1]:`
+    r">+ ?|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?[ \t]+|\[\d+\] (?=\S)|std(?:out|err): |"
+    r"[\w-]+/\d+ \[(?P<torchx>\d+)\]:\s?|"
     r"(?P<label>[A-Za-z0-9][A-Za-z0-9_.-]{0,62}): "
     r"|\[\d+,(?P<mpi>\d+)\]<std(?:out|err)>:\s?"
     r"|\[rank(?P<rank>\d+)\]:\s?"
@@ -77,7 +82,7 @@ def split_origin(text: str) -> tuple[str, str | None, int | None]:
     """(body, host, rank) of a log line: strips collector prefixes and reads who wrote the line."""
     host = rank = None
     body = text
-    for _ in range(4):
+    for _ in range(6):
         m = _PREFIX.match(body)
         if not m:
             break
@@ -97,6 +102,8 @@ def split_origin(text: str) -> tuple[str, str | None, int | None]:
             rank = int(m.group("local")) if rank is None else rank
         elif m.group("ip") is not None and host is None:
             host = m.group("ip")
+        elif m.group("torchx") is not None:
+            rank = int(m.group("torchx")) if rank is None else rank
         body = body[m.end():]
     m = _NCCL_ORIGIN.match(body)
     if m and host is None:
@@ -221,8 +228,30 @@ class Matcher:
                 m = rule.regex.search(body)
                 if m:
                     found.append((rule, {k: v for k, v in m.groupdict().items() if v is not None}))
+            if not any(r.failure is not None for r, _ in found):
+                found += self._wrapped(data, low, start, end, gates, body, segment)
             if found:
                 yield LineMatch(line, text, host, rank, found)
+
+
+    def _wrapped(self, data: bytes, low: bytes, start: int, end: int, gates, body: str, segment: bytes) -> list:
+        """A message a terminal or a poster wrapped in two lines, as a person reads it: when no catalog
+        signature matched this line alone, the ones that match it with the next line joined on (only when
+        the next line reads as the rest of this one, and the match needs both lines)."""
+        two = _two_lines(data, low, start, end)
+        if not two:
+            return []
+        rules = {r.index: r for g in gates for t, rs in self.gates[g].items() if t in two for r in rs
+                 if r.failure is not None}
+        if not rules:
+            return []
+        joined = _joined(data, end, body)
+        out = []
+        for rule in rules.values():
+            m = rule.regex.search(joined) if joined else None
+            if m and m.start() < len(body.rstrip()) < m.end():
+                out.append((rule, {k: v for k, v in m.groupdict().items() if v is not None}))
+        return out
 
 
 Finder = Callable[[bytes, bytes, int], int]
@@ -284,6 +313,32 @@ def _line_end(low: bytes, pos: int, n: int) -> int:
         nl = n
     cr = low.find(b"\r", pos, nl)
     return nl if cr == -1 else cr
+
+
+_CONTINUES = re.compile(rb"[ \t]*[a-z(]")  # a wrapped message goes on mid-sentence, in lowercase
+
+
+def _two_lines(data: bytes, low: bytes, start: int, end: int) -> bytes:
+    """The lowercased line at start:end and the next one joined by a space, when the next line reads as the
+    rest of this one (it goes on in lowercase, as a terminal or a poster wraps a sentence); else b""."""
+    if end >= len(low) - 1 or not _CONTINUES.match(data, end + 1):
+        return b""
+    nxt_end = low.find(b"\n", end + 1)
+    nxt = low[end + 1:nxt_end if nxt_end != -1 else len(low)][:MAX_TEXT].strip()
+    return low[start:end].rstrip() + b" " + nxt if nxt else b""
+
+
+def _joined(data: bytes, end: int, body: str) -> str:
+    """`body` and the line after it as one line (the next line's prefixes and indent dropped), or "" when
+    there is no next line in this block or it is empty: how a person reads a message wrapped in two."""
+    if end >= len(data):
+        return ""
+    nxt_end = data.find(b"\n", end + 1)
+    nxt = data[end + 1:nxt_end if nxt_end != -1 else len(data)][:MAX_TEXT]
+    if not nxt.strip():
+        return ""
+    text = split_origin(nxt.decode("utf-8", "replace").strip("\r\n"))[0].strip()
+    return f"{body.rstrip()} {text}" if text else ""
 
 
 def _widen(gate: bytes, triggers: list[bytes]) -> bytes:

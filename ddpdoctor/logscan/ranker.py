@@ -18,13 +18,16 @@ The cross-line rules live in rules.py; the bounded per-signature tallies in evid
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+import re
 from typing import Iterable
 
 from ddpdoctor.catalog.model import CLUE, CONSEQUENCE, FailureMode
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.evidence import Collector, Evidence
-from ddpdoctor.logscan.rules import cross_line_rules, explained_hits
+from ddpdoctor.logscan.matcher import split_origin
+from ddpdoctor.logscan.rules import cross_line_rules, explained_hits, lookup_warning_only, store_barrier_overfull
+from ddpdoctor.logscan.user_error import user_code_rule
 
 MIN_CONFIDENCE = 0.2
 MAX_CONFIDENCE = 0.97
@@ -79,6 +82,32 @@ def _mark_ties(out: list[Diagnosis]) -> None:
                            f"`ddpdoctor explain {b.failure.id}` says what would confirm it")
 
 
+_STAMP = re.compile(r"\d+")
+
+
+def _collapse(evs: list[Evidence]) -> list[Evidence]:
+    """The same message from several ranks or launchers (each rank prints it; pdsh and torchrun both echo it) is
+    one piece of evidence, as a person reads it: keep the first, say who else printed it."""
+    out: list[Evidence] = []
+    seen: dict[str, tuple[Evidence, set, int]] = {}
+    for e in evs:
+        body = _STAMP.sub("#", split_origin(e.text)[0])
+        if body in seen:
+            first, who, n = seen[body]
+            who.add(e.rank if e.rank is not None else e.host)
+            seen[body] = (first, who, n + 1)
+            continue
+        seen[body] = (e, {e.rank if e.rank is not None else e.host}, 1)
+        out.append(e)
+    for i, e in enumerate(out):
+        first, who, n = seen[_STAMP.sub("#", split_origin(e.text)[0])]
+        if n > 1:  # a copy: the same Evidence may back several diagnoses
+            names = sorted(str(w) for w in who if w is not None)
+            also = f"the same line {n} times" + (f" (ranks/hosts {', '.join(names[:8])})" if len(names) > 1 else "")
+            out[i] = replace(e, note=f"{e.note}; {also}" if e.note else also)
+    return out
+
+
 def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]:
     weights: dict[str, list[float]] = {}
     evidence: dict[str, list[Evidence]] = {}
@@ -114,13 +143,17 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
         evidence.setdefault(fid, []).extend(evs)
 
     cross_line_rules(col, add)
+    store_barrier_overfull(col, add)
+    root_rank = col.summary.get("rank")
+    user_code_rule(col, add, int(root_rank) if root_rank is not None and str(root_rank).isdigit() else None)
     caps = Caps()  # generic symptoms: their differential, and a low cap when the log does not decide
     differential(col, add, caps)
+    lookup_warning_only(col, caps)
 
     out: list[Diagnosis] = []
     for fid, ws in weights.items():
         fm = catalog[fid]
-        evs = sorted({e.line: e for e in evidence.get(fid, [])}.values(), key=lambda e: e.line)
+        evs = _collapse(sorted({e.line: e for e in evidence.get(fid, [])}.values(), key=lambda e: e.line))
         clue_only = roles.get(fid, set()) <= {CLUE}
         if clue_only and not col.failed:
             continue  # an INFO line in a log that shows no failure is not a diagnosis

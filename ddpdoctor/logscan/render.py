@@ -108,7 +108,9 @@ def render_text(ex: Explanation, *, colour: bool = False) -> str:
         out += [""] + _alternative(d, p)
     others = [d for d in rest if d not in alts]
     if others:
-        out += ["", "also possible: " + ", ".join(f"{d.failure.id} ({_pct(d.confidence)})" for d in others)]
+        out += ["", "also possible: " + ", ".join(
+            f"{d.failure.id} ({_pct(d.confidence)}" + (f", a consequence of {d.consequence_of})" if d.consequence_of
+                                                     else ")") for d in others)]
     return "\n".join(out) + "\n"
 
 

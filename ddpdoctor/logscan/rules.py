@@ -28,6 +28,7 @@ Cross-line rules (each cites why):
 """
 from __future__ import annotations
 
+from ddpdoctor.catalog.model import CLUE
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
 LOCALHOST = {"localhost", "127.0.0.1", "::1"}
@@ -49,6 +50,7 @@ SIGNATURES_USED = (
     ("CONSUMER_GPU_P2P_BROKEN", "GEFORCE_RTX_40"),
     ("GPU0_EXTRA_MEMORY", "BARRIER_CALL_SITE"),
     ("HOSTNAME_UNRESOLVABLE", "HOST_NOT_FOUND"), ("HOSTNAME_UNRESOLVABLE", "GAI_ERROR"),
+    ("STORE_BARRIER_WORKER_COUNT_MISMATCH", "WAITING_IN_STORE_BARRIER"),
 )
 
 
@@ -227,3 +229,33 @@ def cross_line_rules(col: Collector, add) -> None:
         v = k8s[0]
         add("K8S_DNS_NOT_READY", 0.35, f"the job runs on Kubernetes ({v.text.strip()[:80]}): a pod's name resolves "
             "only once that pod runs", [Evidence(v.line, v.text, v.host, v.rank)] + lookup[:1])
+
+
+def store_barrier_overfull(col: Collector, add) -> None:
+    """The store-based barrier counts every process that joined its key (distributed_c10d._store_based_barrier):
+    more workers than world_size means processes of another group (a second job on the same store or port, a
+    launcher inside a launcher) joined this one. Fewer is only ranks still arriving: no judgement then."""
+    for g, host, rank in col.sig_values("STORE_BARRIER_WORKER_COUNT_MISMATCH", "WAITING_IN_STORE_BARRIER"):
+        world, count = int(g.get("world", 0)), int(g.get("count", 0))
+        if world and count > world:
+            add("STORE_BARRIER_WORKER_COUNT_MISMATCH", 0.8,
+                f"{count} processes joined the store barrier of a group of {world}: more processes than the group has "
+                "share its store", col.sig_evidence(["STORE_BARRIER_WORKER_COUNT_MISMATCH"], "WAITING_IN_STORE_BARRIER")[:2])
+            return
+
+
+def lookup_warning_only(col: Collector, caps) -> None:
+    """c10d tries the IPv6 addresses of a name, then IPv4 (socket.cpp SocketConnectOp::run with prefer_ipv6): a
+    name with no IPv6 address logs an IPv6 lookup warning and then connects over IPv4. When every name lookup
+    failure is IPv6 and the log shows nothing failing (no exception, traceback, failed worker or other error),
+    the warning is not the cause: at most possible, and say so."""
+    hits = [(g, st) for (fid, _), st in col.sigs.items() if fid == "HOSTNAME_UNRESOLVABLE"
+            for g, _, _ in st.values]
+    if not hits or any(st.signature.name != "NAME_LOOKUP_FAILED" or g.get("family", "").strip() != "IPv6"
+                       for g, st in hits):
+        return
+    others = [st for (fid, _), st in col.sigs.items() if fid != "HOSTNAME_UNRESOLVABLE" and st.signature.role != CLUE]
+    if others or any(n in col.facts for n in ("exception", "traceback", "torchrun_failed")):
+        return
+    caps.set("HOSTNAME_UNRESOLVABLE", 0.3, "only the IPv6 lookup of the name failed, which c10d follows with an IPv4 "
+             "attempt, and nothing fails after it in this log: likely harmless; `getent ahostsv4 <name>` decides")

@@ -1,0 +1,139 @@
+"""The most common failure of all: one rank raises an ordinary exception in the job's own code, and the
+launcher stops the others (issue 23). The log then holds that rank's traceback *and* the fallout on the
+other ranks (a Gloo peer that closed its connection, a watchdog timeout, SIGTERM, exit code -15); the
+headline must be the first rank's exception and the file:line in the job's code that raised it.
+
+While the log streams by, `Tracker` keeps (bounded) per writer (host, rank) the last frame of the job's own
+code, and the first exception lines that no catalog signature explains. `user_code_rule` then decides,
+through the ranker's `add`, with the evidence and a note that is the headline.
+
+What counts as the job's code: a traceback frame (CPython traceback.py: `File "{path}", line {n}, in {func}`)
+whose file is not installed library code (site-packages, dist-packages, the interpreter's lib/pythonX.Y,
+frozen modules). What counts as unexplained: an `...Error:` line on which no cause or symptom signature of
+the catalog matched, that is not one of torch.distributed's own error types (those are the distributed
+failures the catalog describes), and whose message is not about CUDA, NCCL, sockets or timeouts.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ddpdoctor.catalog.model import CAUSE, CLUE
+from ddpdoctor.logscan.evidence import Evidence
+
+KEEP = 8            # unexplained exceptions kept (the first ones: the first failure is the cause)
+NEAR = 200          # lines between the last frame of a traceback and its exception line
+ID = "USER_CODE_EXCEPTION"
+
+# Installed code: site/dist-packages, the interpreter's lib, frozen modules, and the big frameworks' packages
+# wherever they were copied (a vendored `.../accelerate/state.py` is still accelerate, not the job).
+_LIBRARY = re.compile(r"(?i)[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d[\d.]*[/\\]|^<|\\lib\\[^\\]+\.py$|"
+                      r"[/\\](?:torch|accelerate|transformers|deepspeed|lightning|pytorch_lightning|lightning_fabric|"
+                      r"megatron|vllm|ray|trl|peft|datasets|colossalai|apex|fairseq|mmcv|mmengine|detectron2)[/\\]")
+# torch.distributed's own exceptions and the launcher's wrappers: distributed failures or their echo.
+# torch's own device, process-group and process-spawning code: a traceback that ends there is the set-up's
+_SETUP = re.compile(r"[/\\]torch[/\\](?:cuda|distributed|multiprocessing)[/\\]")
+_DIST_TYPES = re.compile(r"(?:ChildFailedError|SignalException|Rendezvous\w*Error|Dist\w*Error|ProcessRaisedException|"
+                         r"ProcessExitedException|RayTaskError|ActorDiedError|OutOfMemoryError|CalledProcessError)$")
+_DIST_WORDS = re.compile(r"(?i)\bcuda\b|nccl|cudnn|cublas|\bc10d\b|gloo|socket|timed? ?out|out of memory|connection|"
+                         r"store|rendezvous|process group|init_process_group|device-side assert|illegal memory|"
+                         r"killed by signal|\b(?:LOCAL_)?RANK\b|WORLD_SIZE|MASTER_(?:ADDR|PORT)")
+
+
+def is_user_frame(path: str) -> bool:
+    return path.endswith(".py") and not _LIBRARY.search(path)
+
+
+@dataclass
+class Frame:
+    file: str
+    lineno: str
+    func: str
+    ev: Evidence
+
+
+@dataclass
+class Raised:
+    exc: str
+    msg: str
+    ev: Evidence
+    frame: Frame | None          # the last frame of the job's code in the traceback above it
+
+
+@dataclass
+class Tracker:
+    raised: list[Raised] = field(default_factory=list)
+    open_tb: dict[tuple, Frame] = field(default_factory=dict)   # writer -> last user frame, no exception yet
+    _last_user: dict[tuple, Frame] = field(default_factory=dict)
+    _into_setup: set = field(default_factory=set)   # writers whose open traceback reached torch's set-up code
+    stops: int = 0              # "Sending process N closing signal SIGTERM"
+    stop_ev: Evidence | None = None
+
+    def frame(self, groups: dict, ev: Evidence) -> None:
+        key = (ev.host, ev.rank)
+        if key in self.open_tb and _SETUP.search(groups.get("file", "")):
+            # the traceback went on into torch's device / process-group / spawn code: the distributed set-up
+            # raised, not the job's code (a catalog mode's line was cut off with the traceback's end)
+            self.open_tb.pop(key)
+            self._into_setup.add(key)
+        if is_user_frame(groups.get("file", "")):
+            f = Frame(groups["file"], groups.get("lineno", "?"), groups.get("func", "?"), ev)
+            self._last_user[key] = f
+            if key not in self._into_setup:
+                self.open_tb[key] = f
+
+    def exception(self, groups: dict, ev: Evidence, explained: bool) -> None:
+        key = (ev.host, ev.rank)
+        frame = self._last_user.get(key)
+        self.open_tb.pop(key, None)
+        self._into_setup.discard(key)
+        if frame is not None and not 0 <= ev.line - frame.ev.line <= NEAR:
+            frame = None
+        exc, msg = groups.get("exc", ""), (groups.get("msg") or "").strip()
+        if explained or len(self.raised) >= KEEP or _DIST_TYPES.search(exc) or _DIST_WORDS.search(msg + " " + exc):
+            return
+        self.raised.append(Raised(exc, msg, ev, frame))
+
+    def stop(self, ev: Evidence) -> None:
+        self.stops += 1
+        if self.stop_ev is None:
+            self.stop_ev = ev
+
+
+def _where(f: Frame) -> str:
+    return f"{f.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.lineno} in {f.func}"
+
+
+def _who(ev: Evidence) -> str:
+    parts = [f"rank {ev.rank}" if ev.rank is not None else "", f"on {ev.host}" if ev.host else ""]
+    return " ".join(p for p in parts if p) or "a rank"
+
+
+def user_code_rule(col, add, root_rank: int | None = None) -> None:
+    """Name the first rank's exception in the job's code as the cause, the rest as its fallout.
+
+    Without a frame of the job's code (or without the exception line) the log says less: then only when no
+    catalog signature names a cause, and with low confidence."""
+    t: Tracker = col.user
+    sigs = [st.signature for st in col.sigs.values()]
+    strong_cause = any(s.role == CAUSE and s.weight >= 0.5 for s in sigs)
+    any_signal = any(s.role != CLUE for s in sigs)
+    stopped = f"; the launcher then stopped {t.stops} other worker{'s' if t.stops != 1 else ''} (SIGTERM)" \
+        if t.stops else ""
+    if t.raised:
+        # torchrun's summary names the first failing rank: its exception first, else the first in the log
+        pick = next((r for r in t.raised if root_rank is not None and r.ev.rank == root_rank), t.raised[0])
+        msg = f": {pick.msg[:160]}" if pick.msg else ""
+        evs = [pick.ev] + ([pick.frame.ev] if pick.frame else []) + ([t.stop_ev] if t.stop_ev else [])
+        if pick.frame is not None:
+            add(ID, 0.7, f"{_who(pick.ev)} raised {pick.exc} at {_where(pick.frame)}{msg}{stopped}", evs)
+        elif not strong_cause and ("traceback" in col.facts or "torchrun_failed" in col.facts):
+            # a bare `ValueError: ...` line alone is any program's error; a traceback or a failed worker makes
+            # it a rank's
+            add(ID, 0.45, f"low confidence: {_who(pick.ev)} raised {pick.exc}{msg}, and no frame of the job's own "
+                          f"code is in the log to say where{stopped}; the full traceback of that rank decides", evs)
+        return
+    if t.open_tb and not any_signal:   # a traceback cut before its last line: its last frame names the place
+        key, f = min(t.open_tb.items(), key=lambda kv: kv[1].ev.line)
+        add(ID, 0.4, f"low confidence: {_who(f.ev)}'s traceback is cut before its exception line; its last frame in "
+                     f"the job's code is {_where(f)}{stopped}. The traceback's last line decides", [f.ev])

@@ -1,0 +1,57 @@
+"""Signatures are written from the code that prints the line, for every release it was printed in (issue 23 §1).
+
+A signature's `emitted` entries name the format string in the emitting code (NCCL's WARN()s, Gloo's
+GLOO_ERROR_MSG pieces) per range of releases, found with git across the release tags of NVIDIA/nccl and
+the history of pytorch/gloo. Each template is rendered here the way the code fills it (printf conversions
+become the recorded values, or a plain value of their type) behind the prefix its macro writes; the
+signature must match every one, so a new wording that a signature misses fails here, not in a user's log.
+"""
+import re
+
+import pytest
+
+from ddpdoctor import catalog
+from ddpdoctor.logscan import explain_stream
+
+EMITTED = [(fm, s, e) for fm in catalog.failures().values() for s in fm.signatures for e in s.emitted]
+_CONV = re.compile(r"%(?:\d+\$)?[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?([diouxXspc%])")
+_DEFAULT = {"d": "7", "i": "7", "u": "7", "o": "7", "x": "1a000", "X": "1A000", "s": "x", "p": "0x7f2a5c000b10", "c": "x"}
+
+
+def render(template: str, values: tuple[str, ...]) -> str:
+    vals = iter(values)
+
+    def fill(m: re.Match) -> str:
+        if m.group(1) == "%":
+            return "%"
+        return next(vals, _DEFAULT[m.group(1)])
+    return _CONV.sub(fill, template)
+
+
+def test_templates_are_recorded_for_the_modes_issue_23_names():
+    covered = {fm.id for fm, _, _ in EMITTED}
+    assert {"NCCL_SHM_TOO_SMALL", "DUPLICATE_GPU_PER_RANK", "NCCL_SOCKET_IFNAME_NOT_FOUND", "IB_ROCE_GID_MISMATCH",
+            "GLOO_PEER_EXITED", "GLOO_COLLECTIVE_TIMEOUT"} <= covered
+    assert len(EMITTED) >= 25
+
+
+@pytest.mark.parametrize("fm,sig,e", EMITTED, ids=lambda x: getattr(x, "id", None) or getattr(x, "name", None)
+                         or getattr(x, "versions", "?"))
+def test_signature_matches_the_line_its_code_prints_in_every_release(fm, sig, e):
+    line = e.prefix + render(e.template, e.values)
+    assert sig.regex.search(line), f"{fm.id}.{sig.name} misses {e.source} {e.versions}: {line!r}"
+    assert any(t in line.lower() for t in sig.triggers), (fm.id, sig.name, line)
+    assert e.source in ("NVIDIA/nccl", "pytorch/gloo", "pytorch/pytorch", "deepspeedai/DeepSpeed") and e.file and e.versions
+
+
+@pytest.mark.parametrize("fm,sig,e", [x for x in EMITTED if x[1].role == "cause"],
+                         ids=lambda x: getattr(x, "id", None) or getattr(x, "name", None) or getattr(x, "versions", "?"))
+def test_the_rendered_line_alone_names_its_failure_mode(fm, sig, e):
+    import io
+    line = e.prefix + render(e.template, e.values) + "\n"
+    ids = [d.failure.id for d in explain_stream(io.BytesIO(line.encode())).diagnoses]
+    assert fm.id in ids[:3], (fm.id, e.versions, ids)
+
+
+def test_render_fills_printf_conversions_in_order():
+    assert render("rank %d and rank %d on %lx (%s) 100%%", ("1", "0")) == "rank 1 and rank 0 on 1a000 (x) 100%"
