@@ -53,13 +53,15 @@ def every_node_reported(ctx):
         name = ctx.names[j]
         rec = ctx.record(j)
         seen = ctx.seen_by(j)
-        kind = "missing"
+        exclude = Fix(f"look at {name}'s own output, and exclude it until it is repaired", (f"srun --exclude={name} ...",))
+        evidence = {"node": name, "seen_by": [ctx.names[i] for i in seen]}
         if rec is not None and rec.malformed:
-            # another ddpdoctor version, or a corrupted store value: its facts are unknown, not "fine"
-            msg = f"{name} published a record ddpdoctor cannot read ({rec.malformed})"
-            hint = "a different ddpdoctor version on that node, or a damaged value in the store"
-            kind = "unreadable"
-        elif rec is not None and rec.unfinished:
+            # another ddpdoctor version, or a damaged store value: its facts are unknown, not "fine"
+            yield Finding(Severity.ERROR, f"{name} published a record ddpdoctor cannot read ({rec.malformed})",
+                          hint="a different ddpdoctor version on that node, or a damaged value in the store",
+                          fix=exclude, evidence=evidence, kind="unreadable")
+            continue
+        if rec is not None and rec.unfinished:
             msg = f"{name} said hello but did not finish its probes within the deadline"
             hint = "it is very slow or stuck (a hung name lookup, an overloaded node)"
         elif seen:
@@ -68,10 +70,7 @@ def every_node_reported(ctx):
         else:
             msg = f"{name} never reported, and no node reached it"
             hint = "it did not start, crashed, or is unreachable from every node"
-        yield Finding(Severity.ERROR, msg, hint=hint,
-                      fix=Fix(f"look at {name}'s own output, and exclude it until it is repaired",
-                              (f"srun --exclude={name} ...",)),
-                      evidence={"node": name, "seen_by": [ctx.names[i] for i in seen]}, kind=kind)
+        yield Finding(Severity.ERROR, msg, hint=hint, fix=exclude, evidence=evidence, kind="missing")
 
 
 @check("DD712", "every node resolves every other node's name", category="slurm", tags={"cluster"}, timeout=2)
