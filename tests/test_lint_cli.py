@@ -84,7 +84,9 @@ def test_fix_applies_safe_fixes_and_keeps_comments_and_formatting(tmp_path):
     p = lint(f, "--fix", "--select", "DL006", "--select", "DL009", "--select", "DL002")
     out = f.read_text()
     assert "shuffle" not in out and "range(8),   # keep me" in out and "# the data" in out
-    assert "parser.add_argument('--local-rank', '--local_rank', type=int)  # launcher option" in out
+    # both spellings and torchrun's LOCAL_RANK as the default: the fix removes the bug, not just the warning
+    assert ("parser.add_argument('--local-rank', '--local_rank', type=int, "
+            "default=int(os.environ.get(\"LOCAL_RANK\", 0)))  # launcher option") in out
     assert 'torch.load("ckpt.pt")' in out  # DL002's fix is unsafe: not applied by --fix alone
     assert "fixed 2" in p.stdout
     lint(f, "--fix", "--unsafe-fixes")

@@ -202,6 +202,9 @@ def test_sampler_without_set_epoch_and_shuffle_with_sampler(tmp_path):
         v = DistributedSampler(range(4), shuffle=False)
         dl = DataLoader(range(4), shuffle=True, sampler=s)
         ok = DataLoader(range(4), shuffle=True, sampler=None)
+        for epoch in range(3):
+            for x in dl:
+                pass
         """)
     assert ids(fs) == [("DL005", 3), ("DL006", 5)]
 
@@ -236,9 +239,9 @@ def test_local_rank_argparse_only(tmp_path):
         """, name="b.py")
     assert ids(env) == [("DL009", 3)] and env[0].severity.label == "warning"  # only launch >= 2.0 breaks
     assert lint_src(tmp_path, """\
-        import argparse
+        import argparse, os
         p = argparse.ArgumentParser()
-        p.add_argument("--local-rank", "--local_rank", type=int)
+        p.add_argument("--local-rank", "--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))
         """, name="c.py") == []
 
 

@@ -7,10 +7,34 @@ the local modules it imports (one level), so a helper in `utils.py` that calls `
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ddpdoctor.lint.registry import LintFinding, all_rules, select as select_rules
 from ddpdoctor.lint.source import InputProblem, expand, follow_imports, load
+
+
+class ModuleCache(OrderedDict):
+    """Parsed modules by resolved path, the most recently used kept: a module is parsed once while it
+    is in use (linted, then imported by its neighbours), and memory stays bounded on a huge tree
+    (a parsed 300-line file holds about half a MiB of AST)."""
+
+    def __init__(self, size: int = 16):
+        super().__init__()
+        self.size = size
+
+    def __getitem__(self, key):
+        self.move_to_end(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
 
 
 @dataclass
@@ -23,17 +47,25 @@ class LintResult:
 
 
 def lint_paths(paths, select=(), ignore=()) -> LintResult:
+    from ddpdoctor.lint.context import Context
     from ddpdoctor.lint.facts import Group
-    from ddpdoctor.lint.rules import Context
 
     t0 = time.monotonic()
-    rules = select_rules(select, ignore)
+    rules = select_rules(select, ignore)  # imports ddpdoctor.lint.rules: one module per rule
     res = LintResult()
     files, res.problems = expand(paths)
-    cache: dict = {}
+    cache = ModuleCache()
     seen = set()
     for path in files:
-        mod = load(path)
+        try:
+            key = path.resolve()
+        except OSError:
+            key = None
+        # a file that another file's import already parsed is not parsed again (a project's modules
+        # are both linted and followed)
+        mod = cache.get(key) if key is not None and cache.get(key) is not None else load(path)
+        if key is not None and not isinstance(mod, InputProblem):
+            cache[key] = mod
         if isinstance(mod, InputProblem):
             res.problems.append(mod)
             continue

@@ -52,6 +52,21 @@ def env_key(node: ast.AST) -> str | None:
     return None
 
 
+def module_env_reads(m: Module) -> set[str]:
+    """Upper-case names read from the environment in one module (memoised on the module: a module
+    imported by many linted files is read once)."""
+    got = m.memo.get("env_reads")
+    if got is None:
+        got = set()
+        for node in m.nodes:
+            if isinstance(node, (ast.Subscript, ast.Call)) and not isinstance(getattr(node, "ctx", None), ast.Store):
+                k = env_key(node)
+                if k and k.isupper():
+                    got.add(k)
+        m.memo["env_reads"] = got
+    return got
+
+
 @dataclass
 class Group:
     """The modules linted together: `modules[0]` is the file named on the command line."""
@@ -60,8 +75,10 @@ class Group:
 
     def __post_init__(self):
         for m in self.modules:
-            for node in m.calls:
-                self.calls.append((m, node, m.qualname(node.func)))
+            q = m.memo.get("qualified_calls")
+            if q is None:  # once per module, however many linted files import it
+                q = m.memo["qualified_calls"] = [(m, node, m.qualname(node.func)) for node in m.calls]
+            self.calls.extend(q)
 
     @property
     def main(self) -> Module:
@@ -76,14 +93,12 @@ class Group:
 
     @cached_property
     def env_reads(self) -> set[str]:
-        out = set()
-        for m in self.modules:
-            for node in m.nodes:
-                if isinstance(node, (ast.Subscript, ast.Call)) and not isinstance(getattr(node, "ctx", None), ast.Store):
-                    k = env_key(node)
-                    if k and k.isupper():
-                        out.add(k)
-        return out
+        return set().union(*(module_env_reads(m) for m in self.modules))
+
+    @cached_property
+    def reads_global_rank(self) -> bool:
+        """Some value here can be the global rank: get_rank() is called or RANK-like variables are read."""
+        return bool(self.env_reads & GLOBAL_RANK_VARS) or self.has_call(f"{DIST}.get_rank")
 
     @cached_property
     def spawn_style(self) -> bool:
@@ -136,6 +151,17 @@ class Group:
                     return True
         return False
 
+    @cached_property
+    def single_node(self) -> bool:
+        """The world size is this node's GPU count (`world_size = torch.cuda.device_count()`): one node."""
+        for m in self.modules:
+            for key, entries in m.assigns.items():
+                if key.rsplit(".", 1)[-1] in ("world_size", "nprocs", "world"):
+                    if any(isinstance(v, ast.Call) and m.qualname(v.func) == "torch.cuda.device_count"
+                           for v, _, _ in entries):
+                        return True
+        return False
+
     def has_method_call(self, attr: str) -> bool:
         return any(isinstance(c.func, ast.Attribute) and c.func.attr == attr for _, c, _ in self.calls)
 
@@ -143,9 +169,18 @@ class Group:
 class Scope:
     """Assignments visible from one function (its own, its class's `self.x`, and module-level ones)."""
 
-    def __init__(self, mod: Module, func: ast.AST | None):
+    def __init__(self, mod: Module, func: ast.AST | None, bindings: dict | None = None):
         self.mod, self.func = mod, func
-        self.cls = mod.class_of(func) if func is not None else None
+        # parameter -> (caller module, caller scope, argument) for the call being walked (flow.py)
+        self.bindings = bindings or {}
+
+    @cached_property
+    def cls(self):
+        return self.mod.class_of(self.func) if self.func is not None else None
+
+    def argument(self, key: str):
+        """(module, scope, expression) the caller passed for parameter `key`, when a flow knows it."""
+        return self.bindings.get(key)
 
     def assigned(self, key: str, before: int | None = None) -> list[ast.AST]:
         entries = self.mod.assigns.get(key, ())
@@ -157,40 +192,6 @@ class Scope:
             prior = [v for v in out if v.lineno <= before]
             out = prior or out
         return out
-
-
-def rank_kind(mod: Module, expr: ast.AST, scope: Scope, depth: int = 0, group: Group | None = None) -> str | None:
-    """'global' when expr holds the global rank, 'local' for the local rank, else None (simple assignments)."""
-    if depth > 4 or expr is None:
-        return None
-    k = env_key(expr)
-    if k in GLOBAL_RANK_VARS:
-        return "global"
-    if k in LOCAL_RANK_VARS:
-        return "local"
-    if isinstance(expr, ast.Call):
-        q = mod.qualname(expr.func)
-        if q == f"{DIST}.get_rank":
-            return "global"
-        if q in (f"{DIST}.get_node_local_rank",):
-            return "local"
-        if isinstance(expr.func, ast.Name) and expr.func.id == "int" and expr.args:
-            return rank_kind(mod, expr.args[0], scope, depth + 1, group)
-        fn = mod.functions.get(expr.func.id) if isinstance(expr.func, ast.Name) else None
-        if fn is not None and depth < 3:  # rank = setup(): what setup() returns
-            inner = Scope(mod, fn)
-            kinds = {rank_kind(mod, r.value, inner, depth + 1, group)
-                     for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None}
-            if len(kinds) == 1:
-                return kinds.pop()
-        return None
-    key = target_key(expr)
-    if key:
-        vals = scope.assigned(key, getattr(expr, "lineno", None))
-        kinds = {rank_kind(mod, v, scope, depth + 1, group) for v in vals}
-        if len(kinds) == 1:
-            return kinds.pop()
-    return None
 
 
 def bare_cuda(mod: Module, expr: ast.AST | None, scope: Scope, depth: int = 0) -> str | None:
@@ -217,6 +218,11 @@ def bare_cuda(mod: Module, expr: ast.AST | None, scope: Scope, depth: int = 0) -
             got = bare_cuda(mod, vals[-1], scope, depth + 1)
             if got:
                 return f"{key} = {got}"
+        elif scope.argument(key):
+            cm, cs, arg = scope.argument(key)
+            got = bare_cuda(cm, arg, cs, depth + 1)
+            if got:
+                return f"{got}, passed in as {key}"
     return None
 
 
@@ -285,3 +291,15 @@ def rank_test(mod: Module, test: ast.AST) -> ast.AST | None:
     if any(n == f or n.startswith(f) for f in MAIN_FLAGS):
         return test
     return None
+
+
+def spawn_calls(group: Group):
+    """(module, call, qualname, target, args tuple, leading args the starter adds) per process start."""
+    for mod, call, q in group.calls:
+        if q in SPAWNS:
+            args = kwarg(call, "args")
+            if args is None and len(call.args) > 1:
+                args = call.args[1]  # mp.spawn(fn, (a, b), nprocs)
+            yield mod, call, q, (call.args[0] if call.args else kwarg(call, "fn")), args, 1
+        elif q in PROCESSES:
+            yield mod, call, q, kwarg(call, "target"), kwarg(call, "args"), 0

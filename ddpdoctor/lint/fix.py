@@ -56,30 +56,79 @@ def apply(findings: list[LintFinding], *, unsafe: bool = False) -> dict[str, lis
     return done
 
 
-def _fix_call(cst, rule: str, call):
-    if rule == "DL006":  # drop shuffle=True; the sampler shuffles
-        args = [a for a in call.args if not (a.keyword and a.keyword.value == "shuffle")]
-        if len(args) == len(call.args):
-            return call
-        if args:  # the new last argument keeps the closing layout of the one removed
-            last = call.args[-1]
-            args[-1] = args[-1].with_changes(comma=last.comma if args[-1] is not call.args[-1] else args[-1].comma)
-        return call.with_changes(args=args)
-    if rule == "DL009":  # "--local_rank" -> "--local-rank", "--local_rank"
-        for i, a in enumerate(call.args):
+def _drop_arg(cst, call, name: str):
+    """The call without keyword `name`; a comment on the dropped argument's line moves to the line before."""
+    idx = [i for i, a in enumerate(call.args) if a.keyword and a.keyword.value == name]
+    if not idx:
+        return call
+    i = idx[0]
+    gone = call.args[i]
+    args = list(call.args[:i]) + list(call.args[i + 1:])
+    if args and i == len(call.args) - 1:  # the new last argument keeps the closing layout of the one removed
+        args[-1] = args[-1].with_changes(comma=gone.comma)
+    elif i > 0 and isinstance(gone.comma, cst.Comma) and isinstance(args[i - 1].comma, cst.Comma) \
+            and _has_comment(cst, gone.comma.whitespace_after):
+        args[i - 1] = args[i - 1].with_changes(
+            comma=args[i - 1].comma.with_changes(whitespace_after=gone.comma.whitespace_after))
+    return call.with_changes(args=args)
+
+
+def _has_comment(cst, ws) -> bool:
+    return isinstance(ws, cst.ParenthesizedWhitespace) and ws.first_line.comment is not None
+
+
+def _kw(cst, name: str, value: str):
+    return cst.Arg(keyword=cst.Name(name), value=cst.parse_expression(value),
+                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                         whitespace_after=cst.SimpleWhitespace("")))
+
+
+def _fix_local_rank(cst, call):
+    """add_argument("--local_rank", type=int, default=0) ->
+    add_argument("--local-rank", "--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0))):
+    torch >= 2.0's launch spelling, and torchrun's variable as the default (the old default is the fallback)."""
+    names = [a.value.evaluated_value for a in call.args
+             if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+    args = list(call.args)
+    if "--local-rank" not in names:
+        for i, a in enumerate(args):
             if a.keyword is None and isinstance(a.value, cst.SimpleString) and a.value.evaluated_value == "--local_rank":
                 q = a.value.value[0]
-                new = cst.Arg(cst.SimpleString(f"{q}--local-rank{q}"),
-                              comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                return call.with_changes(args=[*call.args[:i], new, *call.args[i:]])
-        return call
+                args.insert(i, cst.Arg(cst.SimpleString(f"{q}--local-rank{q}"),
+                                       comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
+                break
+    call = call.with_changes(args=args)
+    call = _drop_arg(cst, call, "required")  # a default is what torchrun needs; required=True ignores it
+    old = next((a for a in call.args if a.keyword and a.keyword.value == "default"), None)
+    fallback = "0"
+    if old is not None:
+        code = cst.Module([]).code_for_node(old.value)
+        if "LOCAL_RANK" in code:
+            return call
+        if code not in ("None",):
+            fallback = code
+    value = f'int(os.environ.get("LOCAL_RANK", {fallback}))'
+    if old is not None:
+        return call.with_changes(args=[a.with_changes(value=cst.parse_expression(value)) if a is old else a
+                                       for a in call.args])
+    args = list(call.args)
+    kw = _kw(cst, "default", value)
+    last = args[-1]
+    kw = kw.with_changes(comma=last.comma)
+    args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*args, kw])
+
+
+def _fix_call(cst, rule: str, call):
+    if rule == "DL006":  # drop shuffle=True; the sampler shuffles
+        return _drop_arg(cst, call, "shuffle")
+    if rule == "DL009":
+        return _fix_local_rank(cst, call)
     if rule == "DL002":  # torch.load(p) -> torch.load(p, map_location="cpu")
         if any(a.keyword and a.keyword.value == "map_location" for a in call.args):
             return call
         args = list(call.args)
-        kw = cst.Arg(keyword=cst.Name("map_location"), value=cst.SimpleString('"cpu"'),
-                     equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                           whitespace_after=cst.SimpleWhitespace("")))
+        kw = _kw(cst, "map_location", '"cpu"')
         if args:
             last = args[-1]
             kw = kw.with_changes(comma=last.comma)

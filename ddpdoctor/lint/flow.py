@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from ddpdoctor.lint.facts import BARRIER, BINDS, INIT, PROCESSES, SPAWNS, Group, Scope, cuda_work
+from ddpdoctor.lint.facts import BARRIER, BINDS, DDP_NAMES, INIT, PROCESSES, SPAWNS, Group, Scope, cuda_work
 from ddpdoctor.lint.module import Module, const_str, is_main_guard, kwarg, target_key
 
 MAX_DEPTH = 4
@@ -33,10 +33,81 @@ class Flow:
     name: str
     spawned: bool = False
     bound_at: int | None = None
+    comm_bound_at: int | None = None  # DDP(device_ids=[i]) ran NCCL on device i: later barriers use it
     inited: bool = False
-    backend: str | None = None
+    backend_exprs: list = field(default_factory=list)  # (module, scope, expression) per init_process_group
     events: list[Event] = field(default_factory=list)
     reached: set = field(default_factory=set)  # function nodes walked
+
+    def backend(self, values) -> str | None:
+        """"nccl"/"gloo"/... from the first init_process_group: a literal, an argparse default, or the
+        `"nccl" if torch.cuda.is_available() else "gloo"` choice (the GPU arm is the one that matters)."""
+        for mod, scope, expr in self.backend_exprs:
+            for v in _backend_candidates(mod, scope, expr, values):
+                s = const_str(v)
+                if s:
+                    return s.lower()
+        return None
+
+
+def _backend_candidates(mod, scope, expr, values, depth=0):
+    if expr is None or depth > 3:
+        return
+    if isinstance(expr, ast.IfExp):
+        for arm in (expr.body, expr.orelse):
+            if const_str(arm) == "nccl":
+                yield arm
+                return
+        return
+    if const_str(expr) is not None:
+        yield expr
+        return
+    key = target_key(expr)
+    if key is None:
+        return
+    vals = scope.assigned(key, getattr(expr, "lineno", None))
+    for v in vals:
+        yield from _backend_candidates(mod, scope, v, values, depth + 1)
+    if not vals and isinstance(expr, ast.Attribute):
+        d = values.argparse_default(expr.attr)
+        if d is not None:
+            yield from _backend_candidates(d[0], Scope(d[0], None), d[1], values, depth + 1)
+
+
+def _loader_pins(mod: Module, expr: ast.AST, scope: Scope) -> bool:
+    """`for b in loader` (or enumerate/tqdm(loader)) where loader = DataLoader(..., pin_memory=True)."""
+    while isinstance(expr, ast.Call) and expr.args and isinstance(expr.func, ast.Name) \
+            and expr.func.id in ("enumerate", "tqdm", "iter"):
+        expr = expr.args[0]
+    key = target_key(expr)
+    if key is None:
+        return False
+    vals = scope.assigned(key, getattr(expr, "lineno", None))
+    if not vals and scope.argument(key):
+        cm, cs, arg = scope.argument(key)
+        return _loader_pins(cm, arg, cs)
+    for v in vals:
+        if isinstance(v, ast.Call) and mod.qualname(v.func).endswith("DataLoader"):
+            pm = kwarg(v, "pin_memory")
+            if isinstance(pm, ast.Constant) and pm.value is True:
+                return True
+    return False
+
+
+def _bind_arguments(fn, call: ast.Call, mod: Module, scope: Scope) -> dict:
+    """{parameter: (module, scope, argument)} for a call into a local function (positional and keyword)."""
+    pos = [p.arg for p in fn.args.posonlyargs + fn.args.args]
+    if pos and pos[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        pos = pos[1:]
+    out = {}
+    for name, a in zip(pos, call.args):
+        if isinstance(a, ast.Starred):
+            break
+        out[name] = (mod, scope, a)
+    for k in call.keywords:
+        if k.arg:
+            out[k.arg] = (mod, scope, k.value)
+    return out
 
 
 def _post_order_calls(node: ast.AST):
@@ -54,6 +125,7 @@ class Walker:
         self.group = group
         self.flows: list[Flow] = []
         self._pending: list[tuple[Flow, Module, ast.AST]] = []
+        self._bindings: dict = {}  # function node -> its parameters' arguments in the call being walked
         self._funcs: dict[str, tuple[Module, ast.AST]] = {}
         self._classes: dict[str, tuple[Module, ast.ClassDef]] = {}
         for m in reversed(group.modules):  # the linted file's own names win
@@ -103,6 +175,10 @@ class Walker:
             self._walk_body(flow, mod, stmt.body, func, depth, chain)
             self._walk_body(flow, mod, stmt.orelse, func, depth, chain)
             return
+        if isinstance(stmt, (ast.For, ast.AsyncFor)) and flow.bound_at is None \
+                and _loader_pins(mod, stmt.iter, Scope(mod, func, self._bindings.get(func))):
+            flow.events.append(Event("work", mod, stmt, f"iterating {mod.source(stmt.iter, 40)} "
+                                     "(a DataLoader with pin_memory=True pins on the current device)", chain))
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             self._walk_expr(flow, mod, stmt.iter if hasattr(stmt, "iter") else stmt.test, func, depth, chain)
             self._walk_body(flow, mod, stmt.body, func, depth, chain)
@@ -129,7 +205,7 @@ class Walker:
 
     # -- expressions ------------------------------------------------------------------------
     def _walk_expr(self, flow, mod, node, func, depth, chain):
-        scope = Scope(mod, func)
+        scope = Scope(mod, func, self._bindings.get(func))
         for call in _post_order_calls(node):
             q = mod.qualname(call.func)
             if q in BINDS or (q == INIT and kwarg(call, "device_id") is not None):
@@ -137,12 +213,14 @@ class Walker:
                     flow.bound_at = call.lineno
             if q == INIT:
                 flow.inited = True
-                b = const_str(call.args[0]) if call.args else const_str(kwarg(call, "backend"))
-                flow.backend = flow.backend or (b.lower() if b else None)
+                flow.backend_exprs.append((mod, scope, call.args[0] if call.args else kwarg(call, "backend")))
+            if q in DDP_NAMES and kwarg(call, "device_ids") is not None and flow.comm_bound_at is None:
+                flow.comm_bound_at = call.lineno
             if flow.bound_at is not None:
                 pass
             elif q == BARRIER and kwarg(call, "device_ids") is None:
-                flow.events.append(Event("barrier", mod, call, mod.source(call), chain))
+                if flow.comm_bound_at is None:
+                    flow.events.append(Event("barrier", mod, call, mod.source(call), chain))
             else:
                 why = cuda_work(mod, call, q, scope)
                 if why:
@@ -175,7 +253,10 @@ class Walker:
         if tfn in flow.reached and tfn.name in chain:
             return  # recursion
         flow.reached.add(tfn)
+        saved = self._bindings.get(tfn)
+        self._bindings[tfn] = _bind_arguments(tfn, call, mod, scope)
         self._walk_body(flow, tmod, tfn.body, tfn, depth + 1, chain + (tfn.name,))
+        self._bindings[tfn] = saved
 
     def resolve(self, mod: Module, call: ast.Call, func, scope: Scope):
         """The local function a call runs, or None (library calls, dynamic dispatch)."""
@@ -186,6 +267,9 @@ class Walker:
             if f.id in self._classes:
                 return self._method(f.id, "__init__")
             return None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) \
+                and f.value.func.id in self._classes:
+            return self._method(f.value.func.id, f.attr)  # Trainer(...).train()
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
             owner = f.value.id
             origin = mod.aliases.get(owner)

@@ -21,8 +21,30 @@ def rule_page(r: Rule) -> str:
     out = [f"# {r.id}: {r.title}", "", f"Severity: **{r.severity.label}** · Fix: {FIX_TEXT[r.fix_kind]}", ""]
     for s in DOC_SECTIONS:
         out += [f"## {s}", "", r.doc_section(s), ""]
+    out += examples(r.id)
     out += [f"Silence one line with `# noqa: {r.id}`; skip the rule with `--ignore {r.id}`.", ""]
     return "\n".join(out)
+
+
+FIXTURES = Path(__file__).resolve().parent / "rules" / "fixtures"
+
+
+def examples(rid: str) -> list[str]:
+    """The rule's fixtures, as the page's examples: `bad*` (marked lines are reported), `ok*`."""
+    d = FIXTURES / rid
+    if not d.is_dir():
+        return []
+    out = ["## Examples", "", "From the rule's fixtures (ddpdoctor/lint/rules/fixtures/"
+           f"{rid}/; the test suite checks them): lines marked `# expect: {rid}` are reported.", ""]
+    for p in sorted(d.iterdir(), key=lambda p: (not p.name.startswith("bad"), p.name)):
+        files = [p] if p.suffix == ".py" else sorted(p.rglob("*.py")) if p.is_dir() else []
+        for f in files:
+            text = f.read_text().strip()
+            if not text:
+                continue
+            label = "reported" if p.name.startswith("bad") else "fine"
+            out += [f"`{f.relative_to(d)}` ({label}):", "", "```python", text, "```", ""]
+    return out
 
 
 def index_page(rules) -> str:

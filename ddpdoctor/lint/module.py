@@ -7,11 +7,12 @@ resolved through the file's imports, so `dist.init_process_group`, `init_process
 from __future__ import annotations
 
 import ast
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
-@dataclass
+@dataclass(eq=False)  # identity: a module is one parsed file (field-wise == compared whole trees)
 class Module:
     path: Path
     text: str
@@ -28,15 +29,32 @@ class Module:
     calls: list[ast.Call] = field(default_factory=list)
     # assignment index: key ("x", "self.x") -> [(value, enclosing function or None, its class or None)]
     assigns: dict[str, list[tuple[ast.AST, ast.AST | None, ast.AST | None]]] = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)  # facts computed once per module (facts.module_env_reads, ...)
+    _fn_of: dict = field(default_factory=dict)
 
     @classmethod
     def parse(cls, path: Path, text: str, tree: ast.Module, display: str = "", line_map=None) -> "Module":
         m = cls(path, text, tree, display or str(path), dict(line_map or {}))
         m.lines = text.splitlines()
-        for node in ast.walk(tree):
-            m.nodes.append(node)
-            for child in ast.iter_child_nodes(node):
-                m.parents[child] = node
+        # one breadth-first pass (ast.walk's order) that records parents as it goes: walking and then
+        # asking iter_child_nodes again for the parent map doubled the cost of a parse
+        queue, nodes, parents = deque([tree]), m.nodes, m.parents
+        AST, lst = ast.AST, list
+        while queue:
+            node = queue.popleft()
+            nodes.append(node)
+            for name in node._fields:
+                if name == "ctx":
+                    continue  # Load()/Store(): one shared instance per kind, no fact in it, a third of the nodes
+                v = getattr(node, name, None)
+                if isinstance(v, AST):
+                    parents[v] = node
+                    queue.append(v)
+                elif isinstance(v, lst):
+                    for c in v:
+                        if isinstance(c, AST):
+                            parents[c] = node
+                            queue.append(c)
         for node in m.nodes:
             if isinstance(node, ast.Call):
                 m.calls.append(node)
@@ -105,7 +123,10 @@ class Module:
         return p
 
     def function_of(self, node: ast.AST):
-        return self.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        got = self._fn_of.get(node, self)
+        if got is self:
+            got = self._fn_of[node] = self.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        return got
 
     def class_of(self, node: ast.AST):
         return self.enclosing(node, ast.ClassDef)

@@ -76,7 +76,7 @@ def rule(id: str, title: str, *, severity: Severity, fix: str = "manual"):
 
 
 def all_rules() -> dict[str, Rule]:
-    import ddpdoctor.lint.rules  # noqa: F401 - registers the rules
+    import ddpdoctor.lint.rules  # noqa: F401 - importing the package registers every rule module in it
     return RULES
 
 

@@ -124,27 +124,51 @@ def _notebook_code(path: Path, text: str):
     return "\n".join(out) + "\n", line_map
 
 
-def follow_imports(mod: Module, cache: dict) -> list[Module]:
-    """The local modules `mod` imports (one level): `import trainer`, `from utils.ddp import setup`."""
-    out = []
+def _import_roots(mod: Module, name: str, level: int) -> list[Path]:
+    """Where an import can live: relative imports from the file's package; absolute ones from the
+    script's folder, then each folder above it (a package beside `scripts/`, or the script's own
+    package imported as `from mypkg.utils import x`), three levels up at most."""
     base = mod.path.parent
+    if level:
+        for _ in range(level - 1):
+            base = base.parent
+        return [base]
+    top = name.split(".")[0] if name else ""
+    roots, d = [], base
+    for _ in range(4):
+        if top and ((d / f"{top}.py").is_file() or (d / top).is_dir()):
+            roots.append(d)
+            break
+        d = d.parent
+    return roots or [base]
+
+
+def follow_imports(mod: Module, cache: dict) -> list[Module]:
+    """The local modules `mod` imports (one level): `import trainer`, `from utils.ddp import setup`,
+    `from guided_diffusion import dist_util` (the package and each submodule named)."""
+    out = []
+    me = mod.path.resolve()
+
+    def add(c: Path):
+        key = c.resolve()
+        if key == me:
+            return
+        if key not in cache:
+            got = load(c)
+            cache[key] = got if isinstance(got, Module) else None
+        if cache[key] is not None and cache[key] not in out:
+            out.append(cache[key])
+
     for name, names, level in mod.local_imports:
-        root = base
-        for _ in range(max(level - 1, 0)):
-            root = root.parent
         parts = name.split(".") if name else []
-        cands = []
-        if parts:
-            cands += [root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")]
-        for n in names:  # from . import trainer / from pkg import module
-            cands.append(root.joinpath(*parts, f"{n}.py"))
-        for c in cands:
-            if c.is_file() and c.resolve() != mod.path.resolve():
-                key = c.resolve()
-                if key not in cache:
-                    got = load(c)
-                    cache[key] = got if isinstance(got, Module) else None
-                if cache[key] is not None and cache[key] not in out:
-                    out.append(cache[key])
-                break
+        for root in _import_roots(mod, name, level):
+            if parts:
+                for c in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+                    if c.is_file():
+                        add(c)
+                        break
+            for n in names:  # from . import trainer / from pkg import module
+                c = root.joinpath(*parts, f"{n}.py")
+                if c.is_file():
+                    add(c)
     return out

@@ -41,7 +41,7 @@ def preflight(argv: list[str], *, network: bool = True, lint: bool = True, deadl
     results = list(runner.run_checks(checks, facts, deadline=deadline))
     n_lint = 0
     if lint and facts.script_path is not None and facts.script_path.is_file():
-        lint_results, n_lint = _lint(str(facts.script_path), select, ignore)
+        lint_results, n_lint = _lint(str(facts.script_path), select, ignore, single_node=_single_node(facts))
         results += lint_results
     if network and facts.endpoint is not None and not facts.endpoint.problem and facts.endpoint.port:
         results += _network(facts, select, ignore, deadline)
@@ -49,7 +49,15 @@ def preflight(argv: list[str], *, network: bool = True, lint: bool = True, deadl
                             extra={"command": list(argv)}), spec, n_lint)
 
 
-def _lint(path: str, select, ignore) -> tuple[list[CheckResult], int]:
+def _single_node(facts) -> bool:
+    """The launch runs on one node: `torchrun --standalone`, or --nnodes whose maximum is 1."""
+    a = facts.args
+    if a is None:
+        return False
+    return bool(getattr(a, "standalone", False)) or not facts.multi_node
+
+
+def _lint(path: str, select, ignore, single_node: bool = False) -> tuple[list[CheckResult], int]:
     from ddpdoctor.lint import lint_paths
     from ddpdoctor.lint.registry import all_rules
 
@@ -58,8 +66,13 @@ def _lint(path: str, select, ignore) -> tuple[list[CheckResult], int]:
     res = lint_paths([path], sel, ign)
     by_rule: dict[str, list[Finding]] = {}
     for f in res.findings:
+        sev, msg = f.severity, f.message
+        if f.rule == "DL003" and single_node:
+            # one node: the global rank *is* the local rank, so this launch works; it breaks on the
+            # second node. Judge with what the command says, and do not refuse a working launch.
+            sev, msg = Severity.WARNING, msg + "; this launch is single-node (rank == local rank): fine here"
         by_rule.setdefault(f.rule, []).append(
-            Finding(f.severity, f"{f.where or f'{f.path}:{f.line}'}: {f.message}",
+            Finding(sev, f"{f.where or f'{f.path}:{f.line}'}: {msg}",
                     fix=Fix(f.fix, code=f.code) if f.fix else None,
                     evidence={"path": f.path, "line": f.line, "rule": f.rule}))
     rules = all_rules()
