@@ -57,9 +57,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {  # modules ("ddpdoctor.x.y") or top-
     frozenset({"ddpdoctor.logscan.evidence", "ddpdoctor.logscan.user_error"}):
         "evidence.Collector imports user_error.Tracker when it is built, user_error imports evidence.Evidence; "
         "the explain helper owns both (a third module for Evidence would untie it)",
-    frozenset({"ddpdoctor.lint.registry", "ddpdoctor.lint.rules"}):
-        "lint's registry imports its rules on first use to register them (ddpdoctor.registry does the same "
-        "through importlib, which the walker cannot see); the lint helper owns both files",
 }
 # The modules the torch worker runs in every rank: they import no check (judgement runs in the supervisor).
 WORKER_MODULES = ("ddpdoctor.smoke.worker", "ddpdoctor.smoke.rendezvous", "ddpdoctor.smoke.collectives",
