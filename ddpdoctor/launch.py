@@ -1,7 +1,7 @@
 """What a launcher tells each process, mapped to torchrun's variables: the one launcher detection.
 
 Used by `smoke` and `setup_ddp` (a process reading its own environment, detect()) and by `inspect`
-(another process's /proc/<pid>/environ, probes/jobprocs.py, through RANK_VARS).
+(another process's /proc/<pid>/environ, probes/ranks.py, through RANK_VARS).
 
 torchrun (torch/distributed/run.py) exports RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT, and TORCHELASTIC_USE_AGENT_STORE=True when its agent hosts the store.

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from ddpdoctor.checks import inspect as J
+from ddpdoctor.facts.inspect import FlightRecorderView, InspectContext, WatchdogView
 from ddpdoctor.inspect import armed
 from ddpdoctor.model import Severity
 from ddpdoctor.registry import Skip
@@ -15,8 +15,8 @@ from ports import free_port
 FR = Path(__file__).parent / "flightrec"
 
 
-def ctx(**kw):
-    return SimpleNamespace(facts=SimpleNamespace(**kw))
+def ctx(flightrec=None, watchdog=None):
+    return InspectContext.of(flightrec=FlightRecorderView.from_dict(flightrec), watchdog=WatchdogView.from_dict(watchdog))
 
 
 def test_the_dump_dir_is_the_one_the_ranks_were_started_with():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ddpdoctor.checks import inspect as J
+from ddpdoctor.facts.inspect import InspectContext
 from ddpdoctor.inspect import gather
 from ddpdoctor.render.inspect import where_table
 from ddpdoctor.validate import BadInput
@@ -35,10 +36,7 @@ def test_merged_views_name_the_odd_rank_with_its_node_and_the_node_that_never_re
              1: {"job": "j", "interval": 1.0, "ranks": [_rank(2, "n2", "all_reduce", 9), _rank(3, "n2", "broadcast", 5)]}}
     facts = gather.merge(step, views)
 
-    class Ctx:
-        pass
-    ctx = Ctx()
-    ctx.facts = facts
+    ctx = InspectContext.from_facts(facts)
     assert [f.message for f in J.ranks_agree_on_collective(ctx)] == [
         "rank 3 on n2 in broadcast at t.py:5 while 3 ranks wait in all_reduce at t.py:9"]
     assert [f.message for f in J.gathered_nodes_reported(ctx)] == [

@@ -122,3 +122,36 @@ def test_a_node_that_cannot_reach_the_first_node_is_named_and_the_rest_judged(sl
         assert took < 12 + 20  # the deadline holds (+ srun and start-up on a loaded machine)
     finally:
         slurm.lab.kill(p)
+
+
+def test_srun_torchrun_reports_the_workers_not_the_agents(slurm, tmp_path):
+    """`srun -N2 torchrun ... train.py`: each node's torchrun agent is the srun task (it carries
+    SLURM_PROCID); its worker is the rank. inspect --gather must judge the workers (issue 22: it
+    reported "all ranks wait in wrapper at torchrun:8")."""
+    log = tmp_path / "job-torchrun.log"
+    env = {**slurm.env, "PYTHONPATH": str(REPO_ROOT), "HANG_MODE": "other", "HANG_RANK": "1", "HANG_STEPS": "3",
+           "OMP_NUM_THREADS": "1"}
+    run = ('exec "$0" -m torch.distributed.run --nnodes=2 --nproc-per-node=1 --node-rank=$SLURM_NODEID '
+           '--master-addr=node1 --master-port=29521 "$@"')
+    with open(log, "w") as f:
+        p = slurm.lab.popen("head", ["srun", "-J", "hang-torchrun", "-N", "2", "--ntasks-per-node", "1",
+                                     "sh", "-c", run, DD[0], str(JOB)], env=env, stdout=f, stderr=subprocess.STDOUT)
+    try:
+        end = time.monotonic() + 150
+        while log.read_text().count("ready ") < 2:
+            assert time.monotonic() < end and p.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.5)
+        time.sleep(1.0)
+        jobid = slurm.run(["squeue", "-h", "-o", "%i", "-n", "hang-torchrun"], timeout=15).stdout.split()[0]
+        r, rep, took = gather(slurm, jobid)
+        assert r.returncode == 1, r.stderr
+        assert sorted((x["rank"], x["node"]) for x in rep["ranks"]) == [(0, "node1"), (1, "node2")]
+        assert all("torch.distributed.run" not in x["cmdline"] and x["launcher"] == "torchrun" for x in rep["ranks"])
+        assert findings(rep, "DD510") == [f"rank 1 on node2 in broadcast at hang.py:{line_of('LINE_ODD_BROADCAST')} "
+                                          f"while 1 ranks wait in all_reduce at hang.py:{line_of('LINE_WAIT')}"]
+        # the launcher tree: on each node one torchrun agent started one rank
+        agents = [(j["host"], a["kind"], a["ranks"]) for j in rep["jobs"] for a in j["agents"]]
+        assert sorted(agents) == [("node1", "torchrun", [0]), ("node2", "torchrun", [1])], rep["jobs"]
+        assert p.poll() is None, "inspect must leave the job running"
+    finally:
+        slurm.lab.kill(p)

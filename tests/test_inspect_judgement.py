@@ -1,9 +1,8 @@
 """DD510-DD514 judge plain facts (the shape ddpdoctor/inspect/sample.py gathers): who is odd, stuck, gone."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from ddpdoctor.checks import inspect as J
+from ddpdoctor.facts.inspect import InspectContext, RankView
 from ddpdoctor.model import Severity
 
 
@@ -24,8 +23,7 @@ def rec(rank, w, *, moved=False, cpu=0.0, state="S", local_rank=None, lws=None, 
 
 
 def ctx(*recs, interval=1.0, nvml=None, ns=False):
-    return SimpleNamespace(facts=SimpleNamespace(ranks=list(recs), host="n1", interval=interval, nvml=nvml or {},
-                                                 pid_namespace_differs=ns))
+    return InspectContext.of(recs, host="n1", interval=interval, nvml=nvml or {}, pid_namespace_differs=ns)
 
 
 AR = where("all_reduce", "train.py", 80)
@@ -51,8 +49,21 @@ def test_a_rank_outside_any_collective_is_named_while_others_wait():
 
 def test_a_computing_rank_at_one_line_is_progress_not_stuck():
     busy = where("matmul", "train.py", 42, kind="python")
-    assert J.classify(rec(1, busy, cpu=0.95))["state"] == "progressing"
-    assert J.classify(rec(1, busy, cpu=0.01))["state"] == "stuck"
+    assert J.classify(RankView.from_dict(rec(1, busy, cpu=0.95))).state == "progressing"
+    assert J.classify(RankView.from_dict(rec(1, busy, cpu=0.01))).state == "stuck"
+
+
+def test_a_busy_main_thread_in_a_collective_that_never_wakes_is_unknown_not_hung():
+    c = ctx(rec(0, AR, cpu=1.0), rec(1, AR, cpu=1.0))
+    assert list(J.ranks_agree_on_collective(c)) == []
+    (f,) = J.job_makes_progress(c)
+    assert f.severity is Severity.WARNING and f.message.startswith("progress unknown for ranks 0,1")
+    assert "flight recorder" in f.hint
+
+
+def test_ranks_whose_main_threads_wake_in_the_same_collective_are_progressing():
+    busy = [{**rec(r, AR), "main_wakeups": 300, "syscalls_per_s": 900.0} for r in (0, 1)]
+    assert [list(f(ctx(*busy))) for f in (J.ranks_agree_on_collective, J.job_makes_progress)] == [[], []]
 
 
 def test_a_rank_whose_stack_moves_is_progressing_and_the_job_passes():

@@ -60,4 +60,4 @@ def test_a_valid_hostname_still_gets_its_hosts_line():
     f = _Facts(Resolution("node2", (), "Name or service not known (gaierror -2)", 0.01))
     f.hostname = f.fqdn = "node2"
     cmds, _ = _commands(f)
-    assert "echo '198.18.4.2 node2' | sudo tee -a /etc/hosts" in cmds
+    assert "printf '\\n%s\\n' '198.18.4.2 node2' | sudo tee -a /etc/hosts >/dev/null" in cmds

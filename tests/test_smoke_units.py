@@ -360,10 +360,10 @@ def test_importing_the_smoke_command_and_report_does_not_import_torch():
       "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_NODEID": "1", "SLURM_STEP_NODELIST": "n[1-2]"}, "srun"),
 ])
 def test_one_launcher_table_for_a_rank_reading_itself_and_inspect_reading_it(env, launcher):
-    """smoke (launch.detect, its own environment) and inspect (jobprocs.rank_of, /proc/<pid>/environ)
+    """smoke (launch.detect, its own environment) and inspect (probes/ranks.claim, /proc/<pid>/environ)
     read the same table (launch.RANK_VARS): the same rank, world size and local rank."""
-    from ddpdoctor.probes import jobprocs
+    from ddpdoctor.probes import ranks
     mine = launch.detect(env)
-    theirs = jobprocs.rank_of(1, env, "python3 train.py")
+    theirs = ranks.claim(env)
     assert (mine.rank, mine.world_size, mine.local_rank) == theirs[:3] == (3, 4, 1)
-    assert theirs[3] == launcher
+    assert ranks.launcher_name(env, theirs[4]) == launcher

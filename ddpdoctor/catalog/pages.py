@@ -19,8 +19,7 @@ def failure_page(fm: FailureMode, *, links: bool = False) -> str:
 
     out = [f"# {fm.id}: {fm.title}", ""]
     kind = "a consequence of another failure" if fm.kind == CONSEQUENCE else "a root cause"
-    out.append(f"category: {fm.category} · {kind}"
-               + (" · found while building ddpdoctor" if fm.origin == "ddpdoctor" else ""))
+    out.append(f"category: {fm.category} · {kind}")  # `origin` is the catalog's own bookkeeping, not the user's
     out += ["", "## What you see", "", fm.summary, ""]
     out += ["## Why it happens", "", fm.cause, ""]
     out += ["## Fix", "", fm.fix.summary, ""]

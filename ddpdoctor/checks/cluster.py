@@ -5,8 +5,8 @@ category (DD701-DD702) are in checks/slurm.py.
 """
 from __future__ import annotations
 
+from ddpdoctor.checks import drift, hostsfile
 from ddpdoctor.model import Finding, Fix, Severity
-from ddpdoctor.checks import drift
 from ddpdoctor.registry import Skip, check
 
 
@@ -21,6 +21,13 @@ def _port_text(state: str, error: str = "") -> str:
 def _addr_of(ctx, i: int) -> str:
     addrs = ctx.own_addrs(i)
     return addrs[0] if addrs else "<addr of " + ctx.names[i] + ">"
+
+
+def _append_hosts_line(ctx, i: int) -> tuple[str, ...]:
+    """The /etc/hosts line for node i, when its address is known and both are safe in a command."""
+    addrs = ctx.own_addrs(i)
+    cmd = hostsfile.append_command(addrs[0], ctx.names[i]) if addrs else None
+    return (cmd,) if cmd else ()
 
 
 def _grouped(ctx, pairs, key):
@@ -100,7 +107,7 @@ def names_resolve_everywhere(ctx):
                                   lambda p: p.probe.resolve_error).items():
         yield Finding(Severity.ERROR, f"{ctx.names[j]} does not resolve on {ctx.label(srcs)}: {err}",
                       fix=Fix(f"add {ctx.names[j]} to /etc/hosts (or DNS) on {ctx.label(srcs)}",
-                              (f"echo '{_addr_of(ctx, j)} {ctx.names[j]}' | sudo tee -a /etc/hosts",)),
+                              _append_hosts_line(ctx, j)),
                       evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs]}, kind="unresolved")
     for p in pairs:
         if p.kind == "W":

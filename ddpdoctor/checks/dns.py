@@ -4,6 +4,7 @@ from __future__ import annotations
 import ipaddress
 import shlex
 
+from ddpdoctor.checks import hostsfile
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.facts import network as sockets  # the port states the probes report (OPEN, FILTERED, ...)
 from ddpdoctor.facts.network import is_loopback
@@ -44,7 +45,8 @@ def _hosts_line_fix(ctx, summary: str, *, with_env: bool = True) -> Fix:
     plus (`with_env`) GLOO_SOCKET_IFNAME for that interface where the variable alone fixes it."""
     addr = ctx.route.src_addr if ctx.route and ctx.route.ok and not is_loopback(ctx.route.src_addr) else None
     name = shell_safe_name(ctx.hostname)
-    cmds = (f"echo '{addr} {name}' | sudo tee -a /etc/hosts",) if addr and name else ()
+    add = hostsfile.append_command(addr, name) if addr and name else None
+    cmds = (add,) if add else ()
     env = {}
     if with_env and ctx.route_nic and not ctx.route_nic.is_loopback:
         env = {"GLOO_SOCKET_IFNAME": ctx.route_nic.name}
@@ -94,9 +96,16 @@ def hostname_not_loopback(ctx):
     hostname resolves to and tells its peers to connect there: the other nodes then dial their own
     loopback, and the job fails to connect or hangs in the first collective.
 
+    A job on this host alone works: with `--master 127.0.0.1` the check passes, with a master name
+    that resolves to loopback (or in the prolog of a one-node job) it warns; in a multi-node job's
+    prolog there is no "the master is this host" excuse: it fails.
+
     ## Fix
     Map the hostname to the address of the interface that reaches the other nodes in `/etc/hosts`,
-    or export `GLOO_SOCKET_IFNAME` (and `NCCL_SOCKET_IFNAME`) for that interface.
+    or export `GLOO_SOCKET_IFNAME` (and `NCCL_SOCKET_IFNAME`) for that interface. The suggested
+    command removes only the hostname, as a whole name, from the loopback lines (`localhost` and
+    the FQDN stay; a line left with no name is commented out), keeps a backup in
+    `/etc/hosts.ddpdoctor.bak`, then appends the routable line.
     """
     r = ctx.local_res
     if not r.ok:
@@ -104,18 +113,31 @@ def hostname_not_loopback(ctx):
     first = r.addrs[0]
     if not is_loopback(first):
         return
-    if ctx.master_addr and is_loopback(ctx.master_addr):
-        yield Finding(Severity.INFO, f"{ctx.hostname} -> {first} (loopback), fine while the master is this host", kind="ok")
+    nodes = getattr(ctx, "nodes", None)  # the prolog knows the job's nodes; it has no master of its own
+    if nodes is None and ctx.master_addr and is_loopback(ctx.master_addr) and ctx.master_addr == ctx.master:
+        # `network --master 127.0.0.1`: the user said the whole job runs on this host
+        yield Finding(Severity.INFO, f"{ctx.hostname} -> {first} (loopback), fine while the whole job runs on this host",
+                      kind="ok")
         return
     fix = _hosts_line_fix(ctx, f"map {ctx.hostname} to its routable address instead of {first}")
     if ctx.route_nic and not ctx.route_nic.is_loopback:
-        sed = ((f"sudo sed -i 's/^{first}\\s.*{ctx.hostname}.*$/# &/' /etc/hosts",)
-               if shell_safe_name(ctx.hostname) else ())
-        fix = Fix(fix.summary, (*sed, *fix.commands),
+        # only the name leaves the loopback lines (localhost and the FQDN stay); then the routable line
+        unmap = hostsfile.unmap_command(shell_safe_name(ctx.hostname) or "")
+        fix = Fix(fix.summary, (*((unmap,) if unmap and fix.commands else ()), *fix.commands),
                   {**fix.env, "NCCL_SOCKET_IFNAME": "=" + ctx.route_nic.name})
+    ev = {"hostname": ctx.hostname, "addrs": r.addrs}
+    # one host as far as we know: a one-node job (prolog), or a master name that itself resolves to loopback
+    one_host = (len(nodes) <= 1 if nodes is not None else bool(ctx.master_addr and is_loopback(ctx.master_addr)))
+    if one_host:
+        where = "this one-node job" if nodes else "a job on this host alone"
+        yield Finding(Severity.WARNING, f"this host's name {ctx.hostname!r} resolves to loopback {first}: fine for "
+                      f"{where}; a multi-node job with this node would fail to connect",
+                      hint="Gloo binds that address and advertises it: the other nodes would connect to themselves",
+                      fix=fix, evidence=ev, kind="loopback-one-host")
+        return
     yield Finding(Severity.ERROR, f"this host's name {ctx.hostname!r} resolves to loopback {first}",
                   hint="Gloo binds that address and advertises it: the other nodes would connect to themselves",
-                  fix=fix, evidence={"hostname": ctx.hostname, "addrs": r.addrs}, kind="loopback")
+                  fix=fix, evidence=ev, kind="loopback")
 
 
 @check("DD203", "this host's name resolves to one of its own addresses", category="dns", tags={"network", "prolog"}, timeout=4)
@@ -142,8 +164,15 @@ def hostname_is_local(ctx):
     yield Finding(Severity.ERROR,
                   f"{ctx.hostname!r} resolves to {', '.join(r.addrs)}, none of which is an address of this host",
                   hint=f"addresses here: {', '.join(sorted(ctx.local_addrs)) or 'none'}; Gloo falls back to loopback",
-                  fix=_hosts_line_fix(ctx, f"point {ctx.hostname} at this host's own address"),
-                  evidence={"addrs": r.addrs, "local": sorted(ctx.local_addrs)})
+                  fix=_repoint_fix(ctx, r.addrs), evidence={"addrs": r.addrs, "local": sorted(ctx.local_addrs)})
+
+
+def _repoint_fix(ctx, stale: tuple[str, ...]) -> Fix:
+    """Appending a line is not enough when /etc/hosts already maps the name elsewhere (the first
+    line wins): remove the name from the stale lines first (a no-op when the entry is in DNS)."""
+    fix = _hosts_line_fix(ctx, f"point {ctx.hostname} at this host's own address")
+    unmap = hostsfile.unmap_command(shell_safe_name(ctx.hostname) or "", tuple(stale))
+    return Fix(fix.summary, (unmap, *fix.commands), fix.env) if unmap and fix.commands else fix
 
 
 @check("DD204", "this host's FQDN resolves", category="dns", tags={"network"}, timeout=4)
@@ -204,7 +233,8 @@ def master_resolves(ctx):
                   hint="the workers must resolve the rendezvous host; test with: getent ahosts " + shlex.quote(ctx.master),
                   fix=Fix(f"add the master to /etc/hosts on {ctx.hostname} (or DNS); with an IP endpoint, c10d also "
                           "needs --local-addr=<IP> on the master",
-                          (f"echo '<master-ip> {ctx.master}' | sudo tee -a /etc/hosts",) if shell_safe_name(ctx.master) else ()),
+                          tuple(c for c in [hostsfile.append_placeholder_command(
+                              "MASTER_IP", shell_safe_name(ctx.master) or "")] if c)),
                   evidence={"master": ctx.master, "error": r.error}, kind="unresolved")
 
 
@@ -311,7 +341,8 @@ def first_family_reachable(ctx):
               ((f"sudo ip6tables -I INPUT -p tcp --dport {ctx.port} -j ACCEPT   # on {ctx.master}" if ":" in first else
                 f"sudo iptables -I INPUT -p tcp --dport {ctx.port} -j ACCEPT   # on {ctx.master}"),
                f"torchrun --rdzv-endpoint={literal}:{ctx.port} ...   # or --master-addr={good}",
-               *(("echo 'precedence ::ffff:0:0/96 100' | sudo tee -a /etc/gai.conf   # prefer IPv4, every node",)
+               *((hostsfile.append_line_command("precedence ::ffff:0:0/96 100", "/etc/gai.conf")
+                  + "   # prefer IPv4, every node",)
                  if ":" in first else ())),
               env={"MASTER_ADDR": good})
     if states[first] == sockets.FILTERED:

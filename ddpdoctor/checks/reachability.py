@@ -16,7 +16,7 @@ def iptables_for(addr: str) -> str:
 def _need_remote_master(ctx) -> None:
     if not ctx.master_addr:
         raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
-    if ctx.master_is_local:
+    if ctx.master_is_local and not ctx.local_listener:
         raise Skip("this host is the master")
 
 
@@ -202,6 +202,13 @@ def master_port_free(ctx):
     b = ctx.port_bind
     if b.free:
         yield Finding(Severity.INFO, f"port {ctx.port} is free", kind="free")
+        return
+    if ctx.local_listener:  # the README's two lines on one host: the listener is meant to hold it
+        pids = ", ".join(str(h.pid) for h in ctx.port_holders if h.pid)
+        yield Finding(Severity.INFO, f"port {ctx.port} is held by `ddpdoctor network --listen`"
+                      f"{f' (pid {pids})' if pids else ''}, which answered this host's probes; it frees the port "
+                      "when it ends, before the job starts", evidence={"port": ctx.port, "ddpdoctor_listener": True},
+                      kind="ddpdoctor-listener")
         return
     holders = ctx.port_holders
     who = "; ".join(f"pid {h.pid} ({h.name}: {h.cmdline[:80]})" if h.pid else f"a process ({h.laddr})" for h in holders) \

@@ -86,6 +86,16 @@ def dev_shm_writable(ctx):
                       fix=Fix("restore the usual mode", (f"chmod 1777 {shm.path}",)), evidence={"mode": f"{shm.mode:04o}"}, kind="mode")
 
 
+
+# Appends the setting only where slurm.conf sets neither PropagateResourceLimits nor ...Except (slurmctld
+# refuses both at once, and a second ...Except line would override the first): where one is set, the
+# command prints it to edit by hand. After a newline: a last line without one keeps its value.
+SLURM_CONF_MEMLOCK = (
+    "test -f /etc/slurm/slurm.conf && { grep -iE '^[[:space:]]*PropagateResourceLimits' /etc/slurm/slurm.conf "
+    "|| printf '\\nPropagateResourceLimitsExcept=MEMLOCK\\n' | sudo tee -a /etc/slurm/slurm.conf >/dev/null; }"
+    "   # a line printed: add MEMLOCK to it by hand; then the same slurm.conf on every node, scontrol reconfigure")
+
+
 @check("DD603", "the locked-memory limit allows RDMA", category="system", tags={"prolog"}, timeout=2)
 def memlock_allows_rdma(ctx):
     """## What it checks
@@ -122,6 +132,6 @@ def memlock_allows_rdma(ctx):
                   hint="NCCL: 'Call to ibv_reg_mr failed with error Cannot allocate memory', or a silent fall-back to TCP",
                   fix=Fix("raise RLIMIT_MEMLOCK where slurmd starts and keep it in jobs",
                           ("systemctl edit slurmd   # [Service] LimitMEMLOCK=infinity",
-                           "echo 'PropagateResourceLimitsExcept=MEMLOCK' >> /etc/slurm/slurm.conf",
+                           SLURM_CONF_MEMLOCK,
                            "srun -N1 bash -c 'ulimit -l'   # expect: unlimited")),
                   evidence=ev, kind="low")

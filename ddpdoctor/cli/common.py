@@ -25,6 +25,10 @@ class FiniteFloat(click.FloatRange):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return rv
 
+    def _describe_range(self) -> str:
+        # click's help line shows the bounds; with none it would print `x<=None` (click/types.py)
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
 
 FINITE = FiniteFloat()
 

@@ -2,6 +2,7 @@
 
     ddpdoctor explain HOSTNAME_RESOLVES_TO_LOOPBACK     a failure mode: signs, cause, fix, checks
     ddpdoctor explain DD303                             a check: what it verifies, why, how to fix
+    ddpdoctor explain DL001                             a lint rule
     ddpdoctor explain --log job.log                     the likely causes of a failed job, with evidence
     ... | ddpdoctor explain --log -                     the same from stdin
     ddpdoctor explain --log r0.log --log r1.log         several ranks' logs (watchdog lines judged together)
@@ -30,14 +31,21 @@ def check_page(chk) -> str:
 
 
 @click.command("explain")
-@click.argument("what", required=False, metavar="[FAILURE_ID|DDnnn]")
+@click.argument("what", required=False, metavar="[FAILURE_ID|DDnnn|DLnnn]")
 @click.option("--log", "log_paths", metavar="FILE", multiple=True,
               help="Explain a failed job's log ('-' reads stdin); repeat for several ranks' logs.")
 @click.option("--fr", "fr_path", metavar="DIR", help="Explain flight-recorder dumps (a directory or one file).")
 @click.option("--json", "json_out", is_flag=True, help="Print only JSON on stdout.")
 @click.option("--list", "list_all", is_flag=True, help="List the failure modes of the catalog.")
 def explain(what: str | None, log_paths: tuple, fr_path: str | None, json_out: bool, list_all: bool):
-    """Explain a failure mode or a check, or find the cause of a failure in a log."""
+    """Explain a failure mode, a check or a lint rule, or find the cause of a failure in a log.
+
+    \b
+    ddpdoctor explain --log job.log                 the likely causes, with evidence and the fix
+    ddpdoctor explain --log rank0.log --log rank1.log   several ranks' logs, judged together
+    ddpdoctor explain --fr DIR                      flight-recorder dumps (the folder given to `arm --dir`)
+    ddpdoctor explain DD202                         a check (DL001: a lint rule; NCCL_COLLECTIVE_TIMEOUT: a failure mode)
+    """
     given = [x for x in (what is not None, bool(log_paths), fr_path is not None, list_all) if x]
     if len(given) > 1:
         raise BadInput("give one of: a failure id or check id, --log FILE, --fr DIR, or --list")
@@ -51,8 +59,10 @@ def explain(what: str | None, log_paths: tuple, fr_path: str | None, json_out: b
         from ddpdoctor.flightrec.watchdog import Tap
         taps = [Tap(p if p != "-" else "stdin") for p in log_paths]
         done = [_explain_log(p, json_out, tap) for p, tap in zip(log_paths, taps)]
-        _explain_watchdog(taps, json_out, [doc for doc, _ in done])
-        damages = [damage for _, damage in done if damage]
+        from ddpdoctor.logscan import joint
+        together = joint.judge([ex for _, _, ex in done])  # several logs: one conclusion over them
+        _explain_watchdog(taps, json_out, [doc for doc, _, _ in done], together)
+        damages = [damage for _, damage, _ in done if damage]
         for damage in damages:  # what was readable is above; the damage is still an input error
             click.echo(f"ddpdoctor: error: {damage}", err=True)
         if damages:
@@ -84,6 +94,9 @@ def _explain_id(what: str, json_out: bool) -> None:
         else:
             _echo(pages.check_page(chk))
         return
+    if key.startswith("DL") and key[2:].isdigit():
+        _explain_lint_rule(key, what, json_out)
+        return
     fm = catalog.get(key.replace("-", "_"))
     if fm is None:
         names = list(catalog.failures()) + sorted(registry.load_all())
@@ -95,6 +108,23 @@ def _explain_id(what: str, json_out: bool) -> None:
         _json({"schema": 1, "command": "explain", "failure": _failure_dict(fm)})
     else:
         _echo(pages.failure_page(fm))
+
+
+def _explain_lint_rule(key: str, what: str, json_out: bool) -> None:
+    """A lint rule's page, the same text as docs/reference/lint/DLnnn.md (lint's public registry)."""
+    from ddpdoctor.lint.gendocs import rule_page
+    from ddpdoctor.lint.registry import all_rules
+
+    r = all_rules().get(key)
+    if r is None:
+        raise BadInput(f"unknown lint rule {what!r}; `ddpdoctor lint --list-rules` lists them")
+    if json_out:
+        _json({"schema": 1, "command": "explain", "lint_rule": {
+            "id": r.id, "title": r.title, "severity": r.severity.label, "fix_kind": r.fix_kind,
+            "what_it_checks": r.doc_section("What it checks"), "why_it_matters": r.doc_section("Why it matters"),
+            "fix": r.doc_section("Fix")}})
+    else:
+        _echo(rule_page(r))
 
 
 def _failure_dict(fm) -> dict:
@@ -124,6 +154,14 @@ def _explain_fr(path: str, json_out: bool) -> None:
     from ddpdoctor import flightrec
     from ddpdoctor.flightrec import render as fr_render
 
+    from ddpdoctor.flightrec.dumps import job_dirs
+    jobs = job_dirs(path)
+    if jobs:  # `arm --dir D` writes one folder per job below D: the newest job's, and say so
+        others = f"; the others: {', '.join(os.path.basename(j) for j in jobs[1:4])}{', ...' if len(jobs) > 4 else ''}" \
+            if len(jobs) > 1 else ""
+        click.echo(f"ddpdoctor: {path} holds per-job folders; reading the newest, {jobs[0]}{others} "
+                   "(give --fr FOLDER for another)", err=True)
+        path = jobs[0]
     try:
         dumps, skipped = flightrec.load_dir(path)
     except flightrec.BadDump as e:
@@ -135,7 +173,7 @@ def _explain_fr(path: str, json_out: bool) -> None:
         _echo(fr_render.divergence_text(verdict, path))
 
 
-def _explain_watchdog(taps, json_out: bool, docs: list) -> None:
+def _explain_watchdog(taps, json_out: bool, docs: list, together=None) -> None:
     """After --log: the NCCL watchdog's per-rank progress lines, judged over every log given.
 
     Text: a section after the log's explanation. JSON: one object on stdout, the log's report with a
@@ -150,12 +188,18 @@ def _explain_watchdog(taps, json_out: bool, docs: list) -> None:
         obj = reports[0] if len(reports) == 1 else {"schema": 1, "command": "explain", "logs": reports}
         if view.found:
             obj["watchdog"] = fr_render.to_dict(view)
+        if together is not None:
+            obj["joint"] = together.to_dict()
         _json(obj)
-    elif view.found:
+        return
+    if view.found:
         _echo(fr_render.watchdog_text(view))
+    if together is not None:
+        from ddpdoctor.logscan.joint import lines
+        _echo("\n".join(lines(together)) + "\n")
 
 
-def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str]:
+def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str, object]:
     """Explain one log: prints the text, or returns the JSON document (the caller prints one object);
     and what damaged the input ('' when none: a truncated .gz is explained up to the damage)."""
     from ddpdoctor.logscan import explain_stream
@@ -203,10 +247,10 @@ def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str]:
             d["exit_code"] = 2
             d["error"] = {"kind": "bad_input", "message": damage}
         from ddpdoctor.render import json as rj
-        return rj.document(d), damage
+        return rj.document(d), damage, ex
     from ddpdoctor.render.text import use_colour
     _echo(render.render_text(ex, colour=use_colour(sys.stdout)))
-    return None, damage
+    return None, damage, ex
 
 
 def _json(obj) -> None:

@@ -61,7 +61,6 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
     if interval + 2 * dump_timeout > deadline:
         dump_timeout = max(0.2, (deadline - interval) / 2)
 
-    from ddpdoctor import registry, runner
     from ddpdoctor.inspect import sample
     from ddpdoctor.probes import pyspy
 
@@ -72,11 +71,12 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
         facts = _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0, fr_dir)
     else:
         try:
-            fallback = None
+            fallback = counters = None
             if debug_server:
+                from ddpdoctor.inspect.debugserver import collective_counts as counters
                 from ddpdoctor.inspect.debugserver import stack_dumps as fallback
             facts = sample.collect(pid, interval=interval, dump_timeout=dump_timeout, nvml=not no_gpu,
-                                   fallback=fallback)
+                                   fallback=fallback, counters=counters)
         except sample.NoJob as e:
             raise BadInput(str(e)) from None
     if facts.ranks and all(s.get("kind") == "permission" for r in facts.ranks for s in r["samples"]):
@@ -95,18 +95,27 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
             facts.watchdog = armed.watchdog_lines(logs)
         except OSError as e:
             raise BadInput(f"--log: {e.filename}: {e.strerror}") from None
-    from ddpdoctor.facts.inspect import InspectContext
-    ctx = InspectContext(facts)
-    checks = registry.select("inspect", select=select, ignore=ignore)
     left = max(0.5, deadline - (time.monotonic() - t0))
-    report = runner.run_report("inspect", facts.host, checks, ctx, deadline=left,
-                               fail_on_warning=fail_on == "warning",
-                               extra={"job": facts.job, "ranks": facts.ranks, "other_jobs": facts.other_jobs,
-                                      "interval_s": facts.interval, **({"nodes": facts.nodes} if gather else {}),
-                                      **({"flightrec": facts.flightrec} if facts.flightrec else {}),
-                                      **({"watchdog": facts.watchdog} if facts.watchdog else {})})
+    report = build_report(facts, deadline=left, select=select, ignore=ignore, fail_on_warning=fail_on == "warning",
+                          gathered=gather)
     report = dataclasses.replace(report, duration_s=time.monotonic() - t0)
     emit(report, json_out=json_out, verbose=verbose)
+
+
+def build_report(facts, *, deadline: float, select=(), ignore=(), fail_on_warning: bool = False,
+                 gathered: bool = False):
+    """The verdict on gathered facts: the inspect checks, and the facts the report carries in `extra`."""
+    from ddpdoctor import registry, runner
+
+    checks = registry.select("inspect", select=select, ignore=ignore)
+    from ddpdoctor.facts.inspect import InspectContext
+    return runner.run_report("inspect", facts.host, checks, InspectContext.from_facts(facts), deadline=deadline,
+                             fail_on_warning=fail_on_warning,
+                             extra={"job": facts.job, "ranks": facts.ranks, "other_jobs": facts.other_jobs,
+                                    "interval_s": facts.interval, **({"nodes": facts.nodes} if gathered else {}),
+                                    **({"flightrec": facts.flightrec} if facts.flightrec else {}),
+                                    **({"watchdog": facts.watchdog} if facts.watchdog else {}),
+                                    **({"jobs": facts.jobs, "chosen": facts.chosen} if facts.jobs else {})})
 
 
 def _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0, fr_dir):

@@ -36,6 +36,10 @@ def network(master, port, listen, expect, timeout, probe_timeout, json_out, sele
 
     Run it on each worker with --master pointing at the rendezvous host, while the master runs
     `ddpdoctor network --listen`. Without --master it diagnoses this host as the master.
+
+    \b
+    ddpdoctor network --listen --port 29400 --expect 2    on the master (node1), first
+    ddpdoctor network --master node1 --port 29400         then on each worker (the master too, if you like)
     """
     port_n = validate_port(port) if port is not None else _default_port()
     probe_timeout = validate_seconds(probe_timeout, "--probe-timeout", maximum=60)

@@ -55,11 +55,19 @@ def run(force, no_network, no_lint, dry_run, select, ignore, deadline, json_out,
     elif shown.results:
         from ddpdoctor.render import text
         text.write(shown, sys.stderr)
+    from ddpdoctor.render.text import footer
+    import shlex
+    verdict = f"pre-flight: {footer(report)}"  # every outcome says so, the quiet all-well one included
     if dry_run:
+        if not json_out:
+            click.echo(f"ddpdoctor: {verdict}; {'would refuse to launch' if bad else 'would launch'}: "
+                       f"{shlex.join(argv)}", err=True)
         sys.exit(report.exit_code)
     if bad and not force:
-        click.echo("ddpdoctor: not launching (fix the errors above, or add --force to launch anyway)", err=True)
+        click.echo(f"ddpdoctor: {verdict}; not launching (fix the errors above, or add --force to launch anyway)",
+                   err=True)
         sys.exit(1)
+    click.echo(f"ddpdoctor: {verdict}; launching {shlex.join(argv)}", err=True)
     sys.stderr.flush()
     sys.stdout.flush()
     try:

@@ -59,15 +59,21 @@ def smoke(nproc, backend, timeout, max_size, quick, expect_busbw, fix, preamble,
     if rank_env is not None and nproc is not None:
         raise BadInput(f"--nproc starts a local group of its own; under {rank_env.launcher} the launcher "
                        "starts the ranks: leave --nproc out")
-    run = smoke_run.run(cfg, nproc or 2, rank_env, say=lambda line: click.echo(line, err=True))
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    run = smoke_run.run(cfg, nproc or 2, rank_env, say=say)
     if run.interrupted:
         click.echo("ddpdoctor: interrupted", err=True)
         sys.exit(130)
     if run.exit_code is not None:  # a rank other than 0: rank 0 reports for the world
         sys.exit(run.exit_code)
-    report = report_of(run, cfg, select=select, ignore=ignore, fail_on_warning=fail_on.lower() == "warning",
-                       env=os.environ)
-    emit(report, json_out=json_out, verbose=verbose)
+    try:
+        report = report_of(run, cfg, select=select, ignore=ignore, fail_on_warning=fail_on.lower() == "warning",
+                           env=os.environ)
+        emit(report, json_out=json_out, verbose=verbose)
+    finally:  # the verdict is out: a stopped local rank would hold the launcher's 30 s SIGTERM grace
+        smoke_run.after_report(run, say=say)
 
 
 def _config(timeout, max_size, quick, backend, expect_busbw, fix, preamble, verbose):

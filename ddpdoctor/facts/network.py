@@ -172,6 +172,13 @@ class NetworkFacts(EnvContext):
         return bool(a) and (dns.is_loopback(a) or a in self.local_addrs)
 
     @lazy
+    def local_listener(self) -> bool:
+        """On the master: `ddpdoctor network --listen` holds the rendezvous port here (its handshake
+        answers). The README's worker line run on the master then probes that listener like a worker
+        does (and counts as its arrival) instead of reporting the port as taken."""
+        return bool(self.master_is_local and not self.port_bind.free and self.hello and self.hello.is_ddpdoctor)
+
+    @lazy
     def route(self) -> sockets.Route | None:
         return sockets.route_to(self.master_addr, self.port) if self.master_addr else None
 

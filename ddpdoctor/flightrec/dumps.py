@@ -147,3 +147,33 @@ def load_dir(path: str) -> tuple[list[RankDump], list[str]]:
         raise BadDump(f"{path}: dumps disagree on the ranks of the job (world sizes {sizes}): mixed jobs? "
                       f"give one job's dumps")
     return sorted(dumps, key=lambda d: d.rank), skipped
+
+
+def job_dirs(path: str) -> list[str]:
+    """The per-job folders below `path` that hold dumps (`ddpdoctor arm --dir D` writes D/<job id>/
+    fr_rank_<N>), newest dump first; [] when `path` itself holds dumps or is not a directory."""
+    def dump_files(d: str) -> list[str]:
+        try:
+            return [os.path.join(d, n) for n in os.listdir(d) if not n.startswith(".")
+                    and rank_from_name(n) is not None and os.path.isfile(os.path.join(d, n))]
+        except OSError:
+            return []
+    if not os.path.isdir(path) or dump_files(path):
+        return []
+    found = []
+    try:
+        subs = [os.path.join(path, n) for n in os.listdir(path) if not n.startswith(".")]
+    except OSError:
+        return []
+    for sub in subs:
+        files = dump_files(sub) if os.path.isdir(sub) else []
+        if files:
+            found.append((max(_mtime(f) for f in files), sub))
+    return [d for _, d in sorted(found, reverse=True)]
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0

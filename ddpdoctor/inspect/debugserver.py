@@ -69,25 +69,23 @@ def fetch(url: str, endpoint: str, timeout: float) -> bytes:
     return body
 
 
-def flight_recorder(ranks: Sequence[Mapping[str, Any]], timeout: float = 2.0) -> dict[str, Any]:
-    """The verdict over every rank's live flight-recorder buffer, in the shape armed.flight_recorder
-    returns ({"dir", "verdict"} or {"dir", "error"}), with `source` = the store it came from."""
+def _buffers(ranks: Sequence[Mapping[str, Any]], timeout: float):
+    """Every rank's live buffer: (dumps, skipped, where), or (None, error, where)."""
     from ddpdoctor import flightrec
     from ddpdoctor.flightrec.dumps import parse
-    from ddpdoctor.flightrec.render import to_dict
 
     target = _store_target(ranks)
     if target is None:
-        return {"dir": "debug server", "error": "the ranks' environment names no MASTER_ADDR/MASTER_PORT"}
+        return None, "the ranks' environment names no MASTER_ADDR/MASTER_PORT", "debug server"
     host, port, world = target
     where = f"debug server (store {host}:{port})"
     world = world or len(ranks)
     try:
         urls = worker_urls(host, port, world, timeout)
     except Exception as e:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError: say it in one line
-        return {"dir": where, "error": f"cannot read the job's store: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"}
+        return None, f"cannot read the job's store: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}", where
     if not urls:
-        return {"dir": where, "error": "no rank registered a debug server (start_debug_server() was not called)"}
+        return None, "no rank registered a debug server (start_debug_server() was not called)", where
 
     def one(item):
         rank, url = item
@@ -103,9 +101,35 @@ def flight_recorder(ranks: Sequence[Mapping[str, Any]], timeout: float = 2.0) ->
         got = list(pool.map(one, sorted(urls.items())))
     dumps = [d for d, _ in got if d is not None]
     skipped = [why for _, why in got if why] + [f"rank {r}: no debug server registered" for r in range(world) if r not in urls]
+    return dumps, skipped, where
+
+
+def flight_recorder(ranks: Sequence[Mapping[str, Any]], timeout: float = 2.0) -> dict[str, Any]:
+    """The verdict over every rank's live flight-recorder buffer, in the shape armed.flight_recorder
+    returns ({"dir", "verdict"} or {"dir", "error"}), with `source` = the store it came from."""
+    from ddpdoctor import flightrec
+    from ddpdoctor.flightrec.render import to_dict
+
+    dumps, skipped, where = _buffers(ranks, timeout)
+    if dumps is None:
+        return {"dir": where, "error": skipped}
     if not dumps:
         return {"dir": where, "error": "; ".join(skipped[:3]) or "no rank answered"}
     return {"dir": where, "source": "debug server", "verdict": to_dict(flightrec.analyze(dumps, skipped))}
+
+
+def collective_counts(ranks: Sequence[Mapping[str, Any]], timeout: float = 2.0) -> dict[int, int]:
+    """rank -> the highest record id in its live buffer: it grows by one with every collective the rank
+    enters (FlightRecorder's record id; Gloo never marks entries completed, so completion is not used).
+    Read twice, it tells a rank that keeps entering collectives from one stuck in the same one."""
+    dumps, _, _ = _buffers(ranks, timeout)
+    out = {}
+    for d in dumps or ():
+        ids = [e.get("record_id") for e in d.raw_entries if isinstance(e, dict)]
+        ids = [i for i in ids if type(i) is int]
+        if ids:
+            out[d.rank] = max(ids)
+    return out
 
 
 # ----------------------------------------------------------------------------- stacks without ptrace

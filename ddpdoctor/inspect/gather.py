@@ -162,5 +162,8 @@ def merge(step: Step, views: Mapping[int, dict]):
     from ddpdoctor.inspect.armed import gathered_flight_recorder
     fr = gathered_flight_recorder([(step.names[j], views[j].get("fr_dumps") or []) for j in sorted(views)
                                    if j < len(step.names)])
+    every = [{**j, "host": step.names[idx]} for idx in sorted(views) if idx < len(step.names)
+             for j in views[idx].get("jobs") or []]
+    chosen = next((v.get("chosen") for _, v in sorted(views.items()) if v.get("chosen")), "")
     return InspectFacts(f"{step.world} nodes", job, sorted(ranks, key=lambda r: r["rank"]), interval,
-                        sorted(set(jobs) - {job}), {}, False, nodes=nodes, flightrec=fr)
+                        sorted(set(jobs) - {job}), {}, False, nodes=nodes, flightrec=fr, jobs=every, chosen=chosen)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddpdoctor.inspect.where import locate, signature
-from ddpdoctor.probes import jobprocs, pyspy
+from ddpdoctor.probes import proctable, pyspy, ranks
 
 
 @dataclass
@@ -28,34 +28,52 @@ class InspectFacts:
     flightrec: dict[str, Any] = field(default_factory=dict)    # inspect/armed.py: the dumps' verdict, or why none
     watchdog: dict[str, Any] = field(default_factory=dict)     # inspect/armed.py: --log's watchdog lines
     fr_dumps: list[dict[str, Any]] = field(default_factory=list)  # --gather: this node's dumps as data
+    jobs: list[dict[str, Any]] = field(default_factory=list)   # probes/ranks.py: every job here, its launcher tree
+    chosen: str = ""                                            # why `job` is the one judged
 
 
 class NoJob(Exception):
     """No torch.distributed job on this node (or not the one --pid names)."""
 
 
-def pick_job(disc: jobprocs.Discovery, pid: int | None) -> tuple[str, list[jobprocs.RankProc], list[str]]:
-    jobs: dict[str, list[jobprocs.RankProc]] = {}
-    for r in disc.ranks:
-        jobs.setdefault(r.job, []).append(r)
+def _job_of(job: ranks.Job, pid: int) -> bool:
+    """Any process of the job: a rank, a rank's child or wrapper, its launcher, or a process above the launcher."""
+    if pid in job.pids():
+        return True
+    return any(pid in proctable.ancestors(a) for a in [*(r.pid for r in job.ranks), *(a.pid for a in job.agents)])
+
+
+def pick_job(disc: ranks.Discovery, pid: int | None, env=None) -> tuple[ranks.Job, str]:
+    """The job to judge, and why this one: never one of several silently (the others are reported too)."""
+    env = os.environ if env is None else env
+    live = [j for j in disc.jobs if j.ranks]
     if pid is not None:
-        # any process of the job: a rank, a rank's child, or the launcher above the ranks
-        for key, procs in jobs.items():
-            for r in procs:
-                if r.pid == pid or pid in jobprocs.ancestors(r.pid) or r.ppid == pid:
-                    return key, procs, sorted(k for k in jobs if k != key)
-        env = jobprocs.read_environ(pid)
-        if env is None:
+        for job in disc.jobs:
+            if _job_of(job, pid):
+                if not job.ranks:
+                    raise NoJob(f"--pid {pid}: {job.notes[0] if job.notes else 'its job has no live rank'}")
+                return job, f"the job of pid {pid}"
+        penv = proctable.read_environ(pid, keep=None)
+        if penv is None:
             if os.path.exists(f"/proc/{pid}") and not can_ptrace_others():
                 raise NoJob(f"--pid {pid}: its environment is not readable: {pyspy.PTRACE_HELP}")
             raise NoJob(f"--pid {pid}: no such process, or its environment is not readable")
         raise NoJob(f"--pid {pid}: not a process of a torch.distributed job (no RANK/WORLD_SIZE in its environment)")
-    if not jobs:
+    if not live:
+        idle = [n for j in disc.jobs for n in j.notes[:1]]
+        if idle:
+            raise NoJob(f"no rank of a torch.distributed job on this node: {idle[0]}")
         more = (f" ({disc.unreadable} processes' environments not readable: run as root or as the job's user)"
                 if disc.unreadable and not can_ptrace_others() else "")
         raise NoJob(f"no torch.distributed job on this node: no process has RANK/WORLD_SIZE in its environment{more}")
-    key = max(jobs, key=lambda k: len(jobs[k]))
-    return key, jobs[key], sorted(k for k in jobs if k != key)
+    if len(live) == 1:
+        return live[0], "the only job on this node"
+    sjob = env.get("SLURM_JOB_ID")
+    mine = [j for j in live if sjob and j.key.startswith(f"slurm:{sjob}.")]
+    if mine:  # srun --jobid J --overlap ddpdoctor inspect: the allocation names the job
+        return max(mine, key=lambda j: len(j.ranks)), f"the job of Slurm job {sjob}, whose allocation inspect runs in"
+    best = live[0]  # jobs come largest first
+    return best, f"the largest of {len(live)} jobs on this node ({len(best.ranks)} ranks); --pid picks another"
 
 
 def can_ptrace_others() -> bool:
@@ -88,21 +106,28 @@ def _stacks(procs, dump_timeout: float, fallback):
 
 
 def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float = 3.0, nvml: bool = True,
-            fallback=None) -> InspectFacts:
-    me = jobprocs.ancestors(os.getpid())
-    disc = jobprocs.discover(exclude=me)
-    key, procs, others = pick_job(disc, pid)
+            fallback=None, counters=None) -> InspectFacts:
+    """`counters` (inspect --debug-server: debugserver.collective_counts) is read before the first stack sample
+    and after the second: collectives each rank entered in between, the strongest sign of progress."""
+    me = proctable.ancestors(os.getpid())
+    disc = ranks.discover(exclude=me)
+    job, why = pick_job(disc, pid)
+    procs = list(job.ranks)
     pids = [p.pid for p in procs]
-    ticks0 = {p: jobprocs.thread_ticks(p) for p in pids}
+    hz = os.sysconf("SC_CLK_TCK")
+    rank_dicts = [{"rank": p.rank, "pid": p.pid, "env": dict(p.env), "world_size": p.world_size} for p in procs]
+    seq0 = _counts(counters, rank_dicts, dump_timeout)
+    act0 = {p: proctable.activity(p) for p in pids}
     t0 = time.monotonic()
     first = _stacks(procs, dump_timeout, fallback)
     snap = _nvml_snapshot() if nvml else {}
     time.sleep(max(0.0, interval - (time.monotonic() - t0)))
     second = _stacks(procs, dump_timeout, fallback)
     elapsed = time.monotonic() - t0
-    ticks1 = {p: jobprocs.thread_ticks(p) for p in pids}
-    hz = os.sysconf("SC_CLK_TCK")
+    act1 = {p: proctable.activity(p) for p in pids}
+    seq1 = _counts(counters, rank_dicts, dump_timeout) if seq0 else {}
     records = []
+    host = socket.gethostname()
     for p in procs:
         samples = []
         for d in (first[p.pid], second[p.pid]):
@@ -111,16 +136,35 @@ def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float =
                             "where": locate(main) if d.ok else None,
                             "signature": [list(x) for x in signature(main)] if d.ok else None,
                             "threads": len(d.threads), **({"source": d.extra["source"]} if d.extra.get("source") else {})})
-        st = jobprocs.read_stat(p.pid)
+        st = proctable.read_stat(p.pid)
+        a, b = act0[p.pid], act1[p.pid]
         cpu = None
-        if ticks0[p.pid] is not None and ticks1[p.pid] is not None:
-            cpu = round((ticks1[p.pid] - ticks0[p.pid]) / hz / max(elapsed, 1e-3), 3)
-        records.append({"rank": p.rank, "pid": p.pid, "host": socket.gethostname(), "local_rank": p.local_rank,
+        if a.main_ticks is not None and b.main_ticks is not None:
+            cpu = round((b.main_ticks - a.main_ticks) / hz / max(elapsed, 1e-3), 3)
+        # counters that move while the rank works (facts/progress.py judges them)
+        wake = None if a.main_wakeups is None or b.main_wakeups is None else b.main_wakeups - a.main_wakeups
+        sysc = None if a.syscalls is None or b.syscalls is None else round((b.syscalls - a.syscalls) / max(elapsed, 1e-3), 1)
+        if seq0 or any(x.extra.get("source") for x in (first[p.pid], second[p.pid])):
+            sysc = None  # our own requests to its debug server made it read and write: not the job's progress
+        records.append({"rank": p.rank, "pid": p.pid, "host": host, "local_rank": p.local_rank,
                         "world_size": p.world_size, "launcher": p.launcher, "state": st[0] if st else "gone",
                         "state_before": p.state, "main_thread_cpu": cpu, "env": dict(p.env), "samples": samples,
-                        "cmdline": p.cmdline})
-    return InspectFacts(socket.gethostname(), key, records, round(elapsed, 3), others, snap,
-                        _pid_namespace_differs())
+                        "cmdline": p.cmdline, "generation": p.generation, "agent": p.agent, "members": list(p.members),
+                        "wrappers": list(p.wrappers), "rank_from": p.source, "main_wakeups": wake,
+                        "syscalls_per_s": sysc, "seconds": round(elapsed, 3),
+                        **({"collectives": seq1[p.rank] - seq0[p.rank]} if p.rank in seq0 and p.rank in seq1 else {})})
+    others = sorted(j.key for j in disc.jobs if j is not job)
+    return InspectFacts(host, job.key, records, round(elapsed, 3), others, snap, _pid_namespace_differs(),
+                        jobs=[{**j.to_dict(), "host": host, "chosen": j is job} for j in disc.jobs], chosen=why)
+
+
+def _counts(counters, ranks, timeout: float) -> dict[int, int]:
+    if counters is None:
+        return {}
+    try:
+        return counters(ranks, min(timeout, 5.0))
+    except Exception:  # noqa: BLE001 - a debug server that does not answer leaves the other evidence
+        return {}
 
 
 def _pid_namespace_differs() -> bool:

@@ -40,6 +40,7 @@ class Explanation:
     first_error: Evidence | None = None                 # first exception / torchrun failure line
     confirm: Confirm = field(default_factory=Confirm)   # master/port as the log shows them
     damaged: str = ""                                   # why the log could not be read to its end
+    launch_ports: tuple[str, ...] = ()                  # the rendezvous ports the launch configuration shows
 
 
 def explain_stream(stream: BinaryIO, source: str = "-", progress=None) -> Explanation:
@@ -63,7 +64,16 @@ def explain_stream(stream: BinaryIO, source: str = "-", progress=None) -> Explan
     return Explanation(
         source=source, diagnoses=diagnoses, lines=stats.lines, bytes=stats.bytes,
         duration_s=time.monotonic() - t0, first_failure=_first_failure(col), first_error=first_error,
-        confirm=_confirm_values(col, diagnoses), damaged=damaged)
+        confirm=_confirm_values(col, diagnoses), damaged=damaged, launch_ports=_launch_ports(col))
+
+
+def _launch_ports(col: Collector) -> tuple[str, ...]:
+    """Ports from the launch configuration only (torchrun's rdzv_endpoint, MASTER_PORT, master_port=),
+    never a connect target: c10d's agent serves its workers a second store on an ephemeral port, so
+    a port seen in a socket error may differ between two ranks of one healthy job (joint.py)."""
+    ports = [v.value.get("port", "") for v in col.facts.get("rdzv_endpoint", [])]
+    ports += col.fact_values("master_port", "port")
+    return tuple(dict.fromkeys(p for p in ports if p))
 
 
 def _first_failure(col: Collector) -> dict:

@@ -4,6 +4,8 @@ findings), text out; no judgement: which ranks hold the others up is DD501's evi
 """
 from __future__ import annotations
 
+import re
+
 from typing import Any, Mapping
 
 from ddpdoctor.facts import bandwidth as bw
@@ -117,9 +119,15 @@ def lines(report: Report) -> list[str]:
         out += ["", "--fix re-run (set_device before CUDA, device_id, device_ids, empty_cache): "
                     + ("memory still on another rank's GPU" if moved else "every rank's memory on its own GPU")]
     for r, tail in sorted((x.get("logs") or {}).items(), key=lambda kv: int(kv[0])):
-        if tail:
-            out += ["", f"rank {r} output (last lines):"] + [f"  | {line}" for line in tail[-8:]]
+        said = [line for line in tail or () if not _CONTENT_FREE.match(line)]
+        if said:  # a heading over nothing (or over bare `[rank0]:` prefixes) tells the user nothing
+            out += ["", f"rank {r} output (last lines):"] + [f"  | {line}" for line in said[-8:]]
     return out
+
+
+# a line with nothing to read: blank, terminal escapes only, or only the `[rankN]:` prefix torch's
+# launcher and c10d's excepthook put before every line (torch/distributed/elastic/multiprocessing)
+_CONTENT_FREE = re.compile(r"^(\s|\x1b\[[0-9;]*[A-Za-z]|\[(?:default|rank)\d*\]:)*$")
 
 
 def text(report: Report) -> str:

@@ -17,7 +17,9 @@ DEFAULT_MAX_SIZE = 64 * MiB
 DEFAULT_TIMEOUT = 30.0
 # What to run when torch is missing: pinned (an unpinned `pip install torch` pulls the newest CUDA
 # wheels, gigabytes); the user's cluster may need the version matching its CUDA instead.
-TORCH_INSTALL = "pip install torch==2.13.0 (or the version your job uses)"
+# the version pin does not choose CPU vs CUDA, the index does (PyPI's default on Linux x86-64 is CUDA)
+TORCH_INSTALL = ("install the torch your job uses; without a GPU the CPU build: "
+                 "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
 
 START, IMPORT, STORE, BACKEND, PREAMBLE, INIT = "start", "import torch", "store", "backend", "preamble", "init"
 NVML_BEFORE, NVML_AFTER_INIT, NVML_AFTER_FIRST = "before init", "after init", "after first collective"

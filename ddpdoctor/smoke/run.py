@@ -128,6 +128,17 @@ def _under_launcher(cfg: SmokeConfig, rank_env, say: Callable[[str], None]) -> S
     return out
 
 
+def after_report(run: SmokeRun, *, say: Callable[[str], None]) -> None:
+    """Rank 0 under a launcher, once its verdict is out (printed or not): end this run's SIGSTOPped local
+    ranks (and their workers), so that the launcher need not wait its 30 s SIGTERM grace for them."""
+    if run.launcher == "standalone" or run.exit_code is not None:
+        return
+    from ddpdoctor.smoke.siblings import end_stopped_local_ranks
+    for pid, rank in end_stopped_local_ranks():
+        say(f"ddpdoctor smoke: ended stopped rank {rank} (pid {pid}) after the verdict, so that "
+            f"{run.launcher} need not wait for it")
+
+
 def _other_rank(cfg: SmokeConfig, rank_env, outcome, say: Callable[[str], None]) -> int:
     """A rank other than 0 stays quiet when all went well: rank 0 reports for the world. When its
     worker could not finish, it says why (its own lines), then holds its launcher slot open so that

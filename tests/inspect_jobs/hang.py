@@ -5,6 +5,9 @@ import time
 import torch
 import torch.distributed as dist
 
+if "OMPI_COMM_WORLD_RANK" in os.environ:  # under mpirun: the rank only in Open MPI's variables (set here, not in /proc)
+    os.environ.setdefault("RANK", os.environ["OMPI_COMM_WORLD_RANK"])
+    os.environ.setdefault("WORLD_SIZE", os.environ["OMPI_COMM_WORLD_SIZE"])
 dist.init_process_group("gloo")
 r = dist.get_rank()
 if os.environ.get("HANG_DEBUG_SERVER"):  # torch's debug server: each rank's worker server registers in the store
