@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for tool in iptables:iptables ping:iputils-ping ip:iproute2 slurmctld:slurmctld slurmd:slurmd srun:slurm-client munge:munge nsenter:util-linux ethtool:ethtool chromium:chromium; do
+for tool in iptables:iptables ping:iputils-ping ip:iproute2 slurmctld:slurmctld slurmd:slurmd srun:slurm-client munge:munge nsenter:util-linux ethtool:ethtool chromium:chromium mpirun:openmpi-bin; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool#*:}")
 done
 if [ ${#need_apt[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -19,5 +19,17 @@ PY=${PYTHON:-python3}
 "$PY" -m pip install -q --disable-pip-version-check "torch==${DDPDOCTOR_TORCH:-2.13.0}" 2>&1 | grep -v -i "warning" || true
 "$PY" -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v -i "warning" || true
 "$PY" -c "import torch, ddpdoctor, psutil, click, pynvml" # fail loudly if an install did not take
+
+# The launchers inspect must see through (accelerate, deepspeed) live in a venv of their own beside
+# the system torch, so that the project's environment stays the one users install.
+LAUNCHERS=${DDPDOCTOR_LAUNCHERS_VENV:-/tmp/ddpdoctor-launchers}
+if [ ! -x "$LAUNCHERS/bin/python" ] || ! "$LAUNCHERS/bin/python" -c "import accelerate, deepspeed" 2>/dev/null; then
+  "$PY" -m venv --system-site-packages "$LAUNCHERS" &&
+  DS_BUILD_OPS=0 "$LAUNCHERS/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
+    "accelerate==1.15.0" "deepspeed==0.19.8" 2>&1 | grep -v -i "warning" || true
+fi
+if "$LAUNCHERS/bin/python" -c "import accelerate, deepspeed" 2>/dev/null; then
+  export DDPDOCTOR_LAUNCHER_PYTHON="$LAUNCHERS/bin/python"
+fi
 
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"

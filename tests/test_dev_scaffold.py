@@ -100,10 +100,10 @@ def check_page_and_tables(repo, generated):
 
 
 def mode_page(repo, generated):
-    assert "docs/reference/checks/DDP_MODEL_MISMATCH_ACROSS_RANKS.md" in generated
+    assert "docs/reference/checks/CUDA_DEVICE_SIDE_ASSERT.md" in generated
     p = run(repo, ["python", "-m", "ddpdoctor", "explain", "--json", "--log",
-                   "tests/logs/DDP_MODEL_MISMATCH_ACROSS_RANKS/excerpt-ddp-model-mismatch-across-ranks.log"])
-    assert json.loads(p.stdout)["diagnoses"][0]["failure"] == "DDP_MODEL_MISMATCH_ACROSS_RANKS", p.stdout
+                   "tests/logs/CUDA_DEVICE_SIDE_ASSERT/excerpt-cuda-device-side-assert.log"])
+    assert json.loads(p.stdout)["diagnoses"][0]["failure"] == "CUDA_DEVICE_SIDE_ASSERT", p.stdout
 
 
 def command_runs(repo, generated):
@@ -113,8 +113,8 @@ def command_runs(repo, generated):
 
 @pytest.mark.parametrize("guide,most,wanted,then", [
     ("writing-a-check.md", 3, {"ddpdoctor/checks/nic.py", "tests/test_check_dd306.py"}, check_page_and_tables),
-    ("writing-a-failure-mode.md", 2, {"ddpdoctor/catalog/modes/DDP_MODEL_MISMATCH_ACROSS_RANKS.toml",
-                                      "tests/logs/DDP_MODEL_MISMATCH_ACROSS_RANKS/excerpt-ddp-model-mismatch-across-ranks.log"},
+    ("writing-a-failure-mode.md", 2, {"ddpdoctor/catalog/modes/CUDA_DEVICE_SIDE_ASSERT.toml",
+                                      "tests/logs/CUDA_DEVICE_SIDE_ASSERT/excerpt-cuda-device-side-assert.log"},
      mode_page),
     ("writing-a-command.md", 4, {"ddpdoctor/commands.py", "ddpdoctor/cli/vars.py", "ddpdoctor/facts/vars.py",
                                  "tests/test_command_vars.py"}, command_runs),

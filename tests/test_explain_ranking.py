@@ -181,3 +181,23 @@ def test_a_store_barrier_with_more_workers_than_the_world_names_the_mismatch_and
     assert "8 processes joined the store barrier of a group of 4" in over.notes[0]
     # three of four arrived: ranks still coming, a clue in a log that shows no failure is no diagnosis
     assert explain(line.format(n=3)).diagnoses == []
+
+
+def test_a_rank_that_reports_zero_params_is_no_confident_model_mismatch():
+    # DDP's count check (torch reducer.cpp verify_params_across_processes) read 0 from a rank: the all-gather
+    # gave nothing back (threads end in P2P/transport fixes), so the mode is named with low confidence only;
+    # a real difference in counts is named with confidence.
+    from ddpdoctor.logscan.render import LOW
+    msg = "RuntimeError: DDP expects same model across all ranks, but Rank 1 has {n} params, while rank 0 has inconsistent {m} params."
+    zero = explain(msg.format(n=221, m=0)).diagnoses
+    assert zero[0].failure.id == "DDP_MODEL_MISMATCH_ACROSS_RANKS" and zero[0].confidence < LOW
+    real = explain(msg.format(n=4, m=2)).diagnoses
+    assert real[0].failure.id == "DDP_MODEL_MISMATCH_ACROSS_RANKS" and real[0].confidence >= LOW
+
+
+def test_sigterm_from_the_scheduler_is_not_a_terminal_hangup():
+    # Only SIGHUP (1) is a closed session; the same agent line with 15 is a scheduler or a person stopping the job.
+    log = ("WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down workers\n"
+           "torch.distributed.elastic.multiprocessing.api.SignalException: Process 812 got signal: 15\n")
+    assert "LAUNCHER_HANGUP_SIGHUP" not in ids(log)
+    assert ids(log.replace("15", "1"))[0] == "LAUNCHER_HANGUP_SIGHUP"

@@ -252,6 +252,22 @@ CAPTURES = [
             env={"JOB_PG_TIMEOUT": "8", "JOB_EVAL_S": "20"}, **SINGLE),
     Capture("uneven-inputs-join", "UNEVEN_INPUTS_HANG", script=_job("uneven_join.py"), **SINGLE),
     Capture("peer-exits-early", "GLOO_PEER_EXITED", script=_job("peer_exits.py"), **SINGLE),
+    # The launcher in the foreground of a session that closes: the shell hangs it up (kill -HUP, what the kernel
+    # sends a session's processes when its terminal goes) once rank 0 says it trains.
+    Capture("torchrun-sighup", "LAUNCHER_HANGUP_SIGHUP", nodes=ONE, run="shell", wall=90,
+            shell=["/bin/sh", "-c", f"rm -f /tmp/ddpdoctor-hup-ready; JOB_READY_FILE=/tmp/ddpdoctor-hup-ready "
+                   f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node=2 --max-restarts=0 "
+                   f"{_job('hangup_wait.py')} & p=$!; i=0; while [ ! -e /tmp/ddpdoctor-hup-ready ] && [ $i -lt 600 ]; "
+                   "do sleep 0.1; i=$((i+1)); done; sleep 1; kill -HUP $p; wait $p; rc=$?; rm -f /tmp/ddpdoctor-hup-ready; exit $rc"],
+            note="a healthy 2-rank job; its launcher gets SIGHUP once rank 0 trains (a closed terminal)"),
+    Capture("script-not-found", "TRAINING_SCRIPT_NOT_FOUND", nodes=ONE, run="shell",
+            shell=[sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                   "--max-restarts=0", "src/train_missing.py"],
+            note="torchrun given a relative script path that does not exist where it starts"),
+    Capture("ddp-model-count-differs", "DDP_MODEL_MISMATCH_ACROSS_RANKS", script=_job("ddp_model_mismatch.py"),
+            env={"JOB_MISMATCH": "count"}, **SINGLE, note="rank 1 builds one more layer than rank 0"),
+    Capture("ddp-model-shape-differs", "DDP_MODEL_MISMATCH_ACROSS_RANKS", script=_job("ddp_model_mismatch.py"),
+            env={"JOB_MISMATCH": "shape"}, **SINGLE, note="rank 1 builds a wider layer than rank 0"),
     Capture("torchrun-not-on-path-sh", "LAUNCHER_NOT_ON_PATH", nodes=ONE, run="shell",
             shell=["/bin/sh", "-c", "torchrun --nproc-per-node=8 train.py"], env={"PATH": "/usr/bin:/bin"}),
     Capture("torchrun-not-on-path-bash", "LAUNCHER_NOT_ON_PATH", nodes=ONE, run="shell",
