@@ -244,14 +244,6 @@ def silenced() -> frozenset[str]:
         return frozenset()
 
 
-def _toml():
-    if sys.version_info >= (3, 11):
-        import tomllib
-        return tomllib
-    import tomli  # the same parser, for Python < 3.11 (a declared dependency there)
-    return tomli
-
-
 def load(path: str | None = None) -> SiteConfig:
     """The configuration from `path` (else $DDPDOCTOR_CONFIG); without either, /etc/ddpdoctor.toml
     when it exists, else the defaults. A file named explicitly must exist; the default one is optional.
@@ -274,7 +266,7 @@ def load(path: str | None = None) -> SiteConfig:
         return SiteConfig()
     except OSError as e:
         raise ConfigError(f"{path}: {e.strerror or e}") from None
-    toml = _toml()
+    from ddpdoctor import tomlread as toml
     try:
         data = toml.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -3,6 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ddpdoctor import catalog, registry
 from ddpdoctor.catalog import gendocs, pages
 
@@ -25,6 +27,7 @@ def test_one_page_per_failure_mode_and_per_check_plus_an_index():
     assert len(want) == 1 + len(catalog.failures()) + len(registry.load_all())
 
 
+@pytest.mark.torchjob
 def test_gendocs_check_reports_missing_stale_and_orphaned_pages(tmp_path):
     def check():
         return subprocess.run([sys.executable, "-m", "ddpdoctor.catalog.gendocs", "--check", "--dir", str(tmp_path)],

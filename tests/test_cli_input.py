@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.torchjob  # real processes: the CLI as a subprocess (tests/conftest.py)
+
 DD = [sys.executable, "-m", "ddpdoctor"]
 
 

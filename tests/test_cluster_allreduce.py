@@ -9,18 +9,19 @@ import time
 import pytest
 from ports import free_port
 
-torch = pytest.importorskip("torch")
-
-from ddpdoctor.cluster.allreduce import pair_allreduce, pair_prefix  # noqa: E402
+from ddpdoctor.cluster.allreduce import pair_allreduce, pair_prefix
 
 
 def _store():
+    # torch only where a test needs it: importing it at the top would cost every suite's collection 1-2 s
+    pytest.importorskip("torch")
     from torch.distributed import TCPStore
     port = free_port()
     return TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=10),
                     wait_for_workers=False), port
 
 
+@pytest.mark.torchjob
 def test_both_ends_of_a_pair_all_reduce_and_check_the_sum(monkeypatch):
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     store, port = _store()
@@ -38,6 +39,7 @@ def test_both_ends_of_a_pair_all_reduce_and_check_the_sum(monkeypatch):
     assert out[4]["error"] == ""
 
 
+@pytest.mark.torchjob
 def test_a_peer_that_never_comes_fails_within_the_bound(monkeypatch):
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     store, port = _store()

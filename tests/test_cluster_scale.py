@@ -94,6 +94,7 @@ def test_fingerprint_against_a_reference_file_compares_only_its_keys(tmp_path):
     assert r.findings[0].message == "every node matches the reference file"
 
 
+@pytest.mark.torchjob
 def test_reference_file_errors_are_one_line_exit_2(tmp_path):
     import subprocess
     import sys

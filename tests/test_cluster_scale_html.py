@@ -18,6 +18,8 @@ from ddpdoctor.cluster.report import write_heatmap
 from ddpdoctor.render.heatmap import COLOURS, cell_center
 from test_cluster_view import probe, record, view
 
+pytestmark = pytest.mark.torchjob  # real processes: the CLI as a subprocess (tests/conftest.py)
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 

@@ -7,9 +7,10 @@ editing this file. docs/writing-a-check.md states the same rules for people.
 from __future__ import annotations
 
 import ast
+import functools
+from pathlib import Path
 
 import click
-from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "ddpdoctor"
 
@@ -21,7 +22,7 @@ CHECKS_MAY_IMPORT = {
 # What facts/ may import: the probes that gather them, small pure helpers, and the site config
 # (thresholds a node's facts carry). Never a check, a renderer, a command or a feature package.
 FACTS_MAY_IMPORT = {
-    "ddpdoctor", "ddpdoctor.model", "ddpdoctor.facts", "ddpdoctor.probes", "ddpdoctor.peerprobe.protocol",
+    "ddpdoctor", "ddpdoctor.model", "ddpdoctor.facts", "ddpdoctor.probes",
     "ddpdoctor.memo", "ddpdoctor.units", "ddpdoctor.hostlist", "ddpdoctor.validate", "ddpdoctor.ifname",
     "ddpdoctor.knownvars", "ddpdoctor.launch", "ddpdoctor.siteconfig",
 }
@@ -32,6 +33,34 @@ RENDER_MAY_IMPORT = {"ddpdoctor.model", "ddpdoctor.facts", "ddpdoctor.units", "d
 # Imports that break the rule today, each with the reason it is still there. The test fails when
 # an entry is no longer needed, so this list can only shrink.
 KNOWN_DEBT: dict[tuple[str, str], str] = {}
+
+# The layers, bottom first: a module may import its own layer and those below, never one above.
+# A top-level package or module not named here is a feature (the layer under cli/): a new feature
+# package needs no edit, a new core helper must be placed here by whoever adds it.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    # commands: the declarations (names, "module:attr" strings resolved at run time), imported by the
+    # registry and render/text; it imports nothing of ddpdoctor itself
+    ("core helpers", frozenset({"ddpdoctor", "model", "units", "validate", "memo", "streams", "tomlread", "hostlist",
+                                "launch", "knownvars", "siteconfig", "commands"})),
+    ("probes", frozenset({"probes"})),       # read the world -> plain data
+    ("facts", frozenset({"facts", "ifname"})),  # typed contexts built from probes
+    ("judgement", frozenset({"registry", "checks", "runner"})),
+    ("render", frozenset({"render"})),
+    ("features", frozenset()),               # smoke/ cluster/ slurm/ inspect/ lint/ peerprobe/ ... (the default)
+    ("commands", frozenset({"cli", "__main__"})),
+)
+# Import cycles that exist today, each with its reason; the test fails when one is gone (shrink only).
+KNOWN_CYCLES: dict[frozenset[str], str] = {  # modules ("ddpdoctor.x.y") or top-level packages ("checks")
+    frozenset({"registry", "checks"}):
+        "the registry imports every module of checks/ on first use to register them (found with pkgutil, "
+        "so a new module needs no list); checks import the registry's @check",
+    frozenset({"ddpdoctor.checks.inspect", "ddpdoctor.checks.inspect_gpu"}):
+        "inspect_gpu imports inspect.require_ranks inside a check, inspect re-exports inspect_gpu's checks; "
+        "the ranks helper owns both",
+    frozenset({"ddpdoctor.logscan.evidence", "ddpdoctor.logscan.user_error"}):
+        "evidence.Collector imports user_error.Tracker when it is built, user_error imports evidence.Evidence; "
+        "the explain helper owns both (a third module for Evidence would untie it)",
+}
 # The modules the torch worker runs in every rank: they import no check (judgement runs in the supervisor).
 WORKER_MODULES = ("ddpdoctor.smoke.worker", "ddpdoctor.smoke.rendezvous", "ddpdoctor.smoke.collectives",
                   "ddpdoctor.smoke.bandwidth_run", "ddpdoctor.smoke.gpumem", "ddpdoctor.smoke.watchdog",
@@ -46,12 +75,32 @@ def _modname(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path) -> ast.AST:
+    """A module's syntax tree, parsed once per session (the tests here read every module several times)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+def _type_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under `if TYPE_CHECKING:`: read by type checkers, never executed."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
 def _imports(path: Path, src: str | None = None) -> set[str]:
-    """Absolute names of the ddpdoctor modules a file imports (top level and inside functions)."""
+    """Absolute names of the ddpdoctor modules a file imports (top level and inside functions;
+    not those under `if TYPE_CHECKING:`, which never run)."""
     mod = _modname(path)
     pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text() if src is None else src, str(path))):
+    tree = _parsed(path) if src is None else ast.parse(src, str(path))
+    type_only = _type_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -69,8 +118,14 @@ def _imports(path: Path, src: str | None = None) -> set[str]:
     return {n for n in out if n == "ddpdoctor" or n.startswith("ddpdoctor.")}
 
 
+@functools.lru_cache(maxsize=1)
+def _graph_once() -> tuple[tuple[str, frozenset[str]], ...]:
+    return tuple((_modname(p), frozenset(_imports(p))) for p in sorted(PKG.rglob("*.py")))
+
+
 def _graph() -> dict[str, set[str]]:
-    return {_modname(p): _imports(p) for p in sorted(PKG.rglob("*.py"))}
+    """Every module's imports (parsed once per session: the tree does not change under a test run)."""
+    return {m: set(d) for m, d in _graph_once()}
 
 
 def _allowed(name: str, allow: set[str]) -> bool:
@@ -138,7 +193,7 @@ def test_no_table_is_keyed_by_command_name():
     for path in sorted(PKG.rglob("*.py")):
         if path == PKG / "commands.py":
             continue
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parsed(path)
         tags = {id(k.value) for k in ast.walk(tree) if isinstance(k, ast.keyword) and k.arg == "tags"}  # a check's own tags
         for node in ast.walk(tree):
             if id(node) in tags:
@@ -185,6 +240,115 @@ def test_rules_catch_a_violation():
     deps = _imports(PKG / "checks" / "x.py", src)
     assert deps == {"ddpdoctor.smoke.plan", "ddpdoctor.cli", "ddpdoctor.checks.gpu", "ddpdoctor.siteconfig"}
     assert [d for d in deps if not _allowed(d, CHECKS_MAY_IMPORT)] != []
+
+
+def _top(mod: str) -> str:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else "ddpdoctor"
+
+
+def _layer(mod: str) -> int:
+    top = _top(mod)
+    for i, (_, members) in enumerate(LAYERS):
+        if top in members:
+            return i
+    return [name for name, _ in LAYERS].index("features")
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{m} ({LAYERS[_layer(m)][0]}) -> {d} ({LAYERS[_layer(d)][0]})"
+            for m, deps in sorted(graph.items()) for d in sorted(deps) if _layer(d) > _layer(m)]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected components of more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[frozenset[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(frozenset(comp))
+    return out
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for m, deps in graph.items():
+        out.setdefault(_top(m), set()).update(_top(d) for d in deps if _top(d) != _top(m))
+    return out
+
+
+def test_no_import_runs_up_a_layer():
+    bad = _upward(_graph())
+    assert not bad, "an import runs up a layer (LAYERS, bottom first):\n" + "\n".join(bad)
+
+
+def test_no_import_cycle_between_modules():
+    found = set(_cycles(_graph()))
+    new = [sorted(c) for c in found if c not in KNOWN_CYCLES]
+    assert not new, f"import cycles: {new}"
+    gone = [sorted(c) for c in KNOWN_CYCLES if all("." in m for m in c) and c not in found]
+    assert not gone, f"remove these from KNOWN_CYCLES, the cycle is gone: {gone}"
+
+
+def test_no_import_cycle_between_packages():
+    found = set(_cycles(_package_graph(_graph())))
+    new = [sorted(c) for c in found if c not in KNOWN_CYCLES]
+    assert not new, f"packages that import each other: {new}"
+    gone = [sorted(c) for c in KNOWN_CYCLES if all("." not in m for m in c) and c not in found]
+    assert not gone, f"remove these from KNOWN_CYCLES, the cycle is gone: {gone}"
+
+
+def test_layer_and_cycle_rules_catch_a_violation():
+    """The knot issue 20 untied, rebuilt by hand: a probe importing a feature package that imports
+    facts/ back is both an upward arrow and a cycle."""
+    g = {"ddpdoctor.probes.pathmtu": {"ddpdoctor.peerprobe.protocol"},
+         "ddpdoctor.peerprobe.protocol": {"ddpdoctor.probes.sockets"},
+         "ddpdoctor.peerprobe.server": {"ddpdoctor.facts.network"},
+         "ddpdoctor.facts.network": {"ddpdoctor.probes.pathmtu"},
+         "ddpdoctor.probes.sockets": set()}
+    # peerprobe -> facts runs down (a feature reads facts); probes -> peerprobe runs up
+    assert _upward(g) == ["ddpdoctor.probes.pathmtu (probes) -> ddpdoctor.peerprobe.protocol (features)"]
+    assert _cycles(g) == [] and _cycles(_package_graph(g)) == [frozenset({"probes", "peerprobe", "facts"})]
+    g["ddpdoctor.probes.sockets"] = {"ddpdoctor.probes.pathmtu"}
+    assert _cycles(g) == [frozenset({"ddpdoctor.probes.pathmtu", "ddpdoctor.peerprobe.protocol",
+                                     "ddpdoctor.probes.sockets"})]
+
+
+def test_imports_for_type_checkers_only_are_not_arrows():
+    src = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ddpdoctor.smoke.worker import Worker\n"
+    assert _imports(PKG / "smoke" / "x.py", src) == set()
 
 
 def test_commands_write_json_only_through_render_json():

@@ -62,6 +62,7 @@ def test_a_marker_naming_no_table_is_one_clear_error(tmp_path):
         generate.plan(tmp_path)
 
 
+@pytest.mark.torchjob  # runs the command as a subprocess (tests/conftest.py)
 def test_generate_all_check_exits_1_and_names_the_file(tmp_path):
     # the real command on the real tree: 0 when in step (the test above), else 1 with one line per file
     p = subprocess.run([sys.executable, "-m", "ddpdoctor.dev", "generate-all", "--check"], capture_output=True,

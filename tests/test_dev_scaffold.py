@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.torchjob  # real processes: the scaffold and a scratch copy's tests run as subprocesses (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("ddpdoctor", "docs", "tests", "pyproject.toml")
 FENCE = re.compile(r"^```(\w+)(?: title=\"([^\"]+)\")?\n(.*?)^```\n", re.S | re.M)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.torchjob  # real processes: the CLI as a subprocess (tests/conftest.py)
+
 DD = [sys.executable, "-m", "ddpdoctor"]
 LOGS = Path(__file__).resolve().parent / "logs"
 LAB_LOG = LOGS / "HOSTNAME_RESOLVES_TO_LOOPBACK" / "lab-loopback-c10d.log"

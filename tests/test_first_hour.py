@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from ddpdoctor import registry
 from ddpdoctor.facts.node import PrologFacts
 from ddpdoctor.model import Severity, Status
@@ -30,6 +32,7 @@ def ddpdoctor(*args, timeout=60, **kw):
 
 # --------------------------------------------------------------------------- the README's two network lines, one host
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_listen_and_worker_line_on_the_same_host_work_together():
     """`network --listen` on the master, and the worker line run there too (the README says it may):
     the worker probes the listener like any worker, and the listener counts it."""
@@ -94,6 +97,7 @@ def _launch_line_on_node(cmd: str, node: int) -> str:
                           env=env, timeout=10).stdout
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_port_in_use_fix_gives_every_node_of_a_job_the_same_port():
     from ddpdoctor.catalog import get
     from ddpdoctor.catalog.model import Confirm
@@ -108,6 +112,7 @@ def test_port_in_use_fix_gives_every_node_of_a_job_the_same_port():
     assert len({_launch_line_on_node(trap, n) for n in range(6)}) > 1
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_port_in_use_fix_chooses_a_free_port_once():
     from ddpdoctor.catalog import get
     (pick,) = [c for c in get("MASTER_PORT_IN_USE").fix.commands if c.startswith("PORT=")]
@@ -128,6 +133,7 @@ def test_failure_mode_pages_speak_to_the_user_not_about_the_catalogs_history():
 
 # --------------------------------------------------------------------------- arm --dir D, then explain --fr D
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_explain_fr_finds_the_dumps_in_the_per_job_folder_arm_made(tmp_path):
     root = tmp_path / "fr"
     armed = ddpdoctor("arm", "--dir", str(root), env={**ENV, "SLURM_JOB_ID": "4242"})
@@ -142,6 +148,7 @@ def test_explain_fr_finds_the_dumps_in_the_per_job_folder_arm_made(tmp_path):
     assert "per-job folders" in out.stderr
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_explain_fr_reads_the_newest_job_and_names_the_others(tmp_path):
     for job, age in (("101", 100), ("102", 0)):
         d = tmp_path / job
@@ -156,6 +163,7 @@ def test_explain_fr_reads_the_newest_job_and_names_the_others(tmp_path):
 
 # --------------------------------------------------------------------------- small things a user notices
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_help_lines_show_defaults_without_a_none_bound_and_with_an_example():
     for cmd in ("network", "smoke", "cluster", "prolog", "explain", "inspect", "run"):
         out = ddpdoctor(cmd, "--help").stdout
@@ -165,6 +173,7 @@ def test_help_lines_show_defaults_without_a_none_bound_and_with_an_example():
     assert "ddpdoctor explain --log job.log" in ddpdoctor("explain", "--help").stdout
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_explain_a_lint_rule_answers_that_rule():
     out = ddpdoctor("explain", "DL001")
     assert out.returncode == 0 and out.stdout.startswith("# DL001: ") and "## Fix" in out.stdout
@@ -175,6 +184,7 @@ def test_explain_a_lint_rule_answers_that_rule():
     assert bad.returncode == 2 and "unknown lint rule" in bad.stderr
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_list_checks_lists_every_id_explain_knows():
     from ddpdoctor import catalog
     from ddpdoctor.lint.registry import all_rules
@@ -191,6 +201,7 @@ def test_list_checks_lists_every_id_explain_knows():
 
 # --------------------------------------------------------------------------- run: a verdict also when all is well
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_run_says_the_verdict_when_all_is_well(tmp_path):
     (tmp_path / "job.py").write_text("print('job ran')\n")
     dry = ddpdoctor("run", "--dry-run", "--", "torchrun", "--standalone", "--nproc-per-node=2", "job.py", cwd=tmp_path)
@@ -201,6 +212,7 @@ def test_run_says_the_verdict_when_all_is_well(tmp_path):
     assert "pre-flight:" in real.stderr and "launching" in real.stderr
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_run_dry_run_of_a_refused_launch_says_it_would_refuse(tmp_path):
     (tmp_path / "job.py").write_text("print('x')\n")
     p = ddpdoctor("run", "--dry-run", "--", "torchrun", "--standalone", "--nnodes=2", "--nproc-per-node=1", "job.py",
@@ -210,6 +222,7 @@ def test_run_dry_run_of_a_refused_launch_says_it_would_refuse(tmp_path):
 
 # --------------------------------------------------------------------------- smoke: the prompt soon after the verdict
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_smoke_under_torchrun_with_a_stopped_rank_returns_soon_after_the_verdict():
     """A rank stopped with SIGSTOP cannot handle torchrun's SIGTERM: torchrun waited its 30 s grace
     before SIGKILL (measured 32.7 s from verdict to prompt before the fix, 3.1 s after, /tmp run of
@@ -254,6 +267,7 @@ def test_smoke_under_torchrun_with_a_stopped_rank_returns_soon_after_the_verdict
     assert not psutil.pid_exists(stopped) or psutil.Process(stopped).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_only_stopped_ranks_of_the_same_run_count_as_rank_0s_to_end(tmp_path):
     """Siblings under one parent (as torchrun's agent holds its ranks): a stopped rank of this run is
     found; a stopped one of another run, a running one, and a stopped non-smoke process are not."""
@@ -307,6 +321,7 @@ def _node(tmp_path, node_rank: int, port: int, env):
                              "job.py"], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env)
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_two_nodes_on_different_master_ports_get_one_joint_conclusion(tmp_path):
     """The user's mistake: node 0 and node 1 launched with different --master-port. Each log alone
     says something true but partial; together they say why."""
@@ -335,6 +350,7 @@ def test_two_nodes_on_different_master_ports_get_one_joint_conclusion(tmp_path):
     assert "disagree on the rendezvous port" not in same["joint"]["conclusion"]
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_without_the_launch_configuration_no_port_mismatch_is_invented(tmp_path):
     """Without torchrun's INFO lines the store side's log shows no port: no joint port verdict is
     invented; the root cause in one log and the consequence in the other make the conclusion."""

@@ -136,6 +136,7 @@ def _dd202_fix(hostname: str):
 @pytest.mark.parametrize("layout,hostname,others", CASES,
                          ids=["debian", "debian-short", "rhel", "cloud-init", "docker", "lookalikes", "dotted"])
 @pytest.mark.parametrize("bind", [True, False], ids=["docker-bind-mount", "plain-file"])
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_dd202_fix_moves_only_the_hostname_off_loopback(layout, hostname, others, bind):
     fix = _dd202_fix(hostname)
     assert len(fix.commands) == 2, fix.commands  # remove the name from loopback lines, then add the routable line
@@ -156,12 +157,14 @@ def test_dd202_suggests_no_command_for_a_name_that_is_unsafe_in_a_shell():
     assert not any("sed" in c for c in fix.commands) and not any("reboot" in c for c in fix.commands)
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_plain_sed_i_would_have_failed_on_dockers_bind_mount():
     """Why the command rewrites with cp: the documented fault this guards against is real here."""
     rc, *_ = _paste(["sed -i 's/x/y/' /etc/hosts"], hosts=DOCKER, bind=True)
     assert rc != [0]
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_dd203_fix_replaces_a_stale_mapping_instead_of_appending_behind_it():
     f = NetworkFacts("node0", 29400, env={}, hostname="vm")
     f.__dict__.update(nics=[LO, ETH0], local_res=Resolution("vm", ("10.9.9.9",)), fqdn="vm",
@@ -174,6 +177,7 @@ def test_dd203_fix_replaces_a_stale_mapping_instead_of_appending_behind_it():
     assert after["vm"] == (ROUTABLE,) and after["vm-old"] == ("10.9.9.9",) and after["vm2"] == ("10.9.9.99",), hosts
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_dd201_fix_appends_even_behind_a_last_line_without_newline():
     f = NetworkFacts("node0", 29400, env={}, hostname="vm")
     f.__dict__.update(nics=[LO, ETH0], local_res=Resolution("vm", (), "[Errno -2] Name or service not known"),
@@ -192,6 +196,7 @@ def _dd205_fix():
     return res.findings[0].fix
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_dd205_fix_refuses_to_run_until_the_address_is_set():
     (cmd,) = _dd205_fix().commands
     layout = "127.0.0.1 localhost\n"
@@ -207,6 +212,7 @@ GAI_DEBIAN_TAIL = ("# Configuration for getaddrinfo(3).\n#\n#precedence  ::1/128
                    "#\n#precedence ::ffff:0:0/96  100")  # Debian ships it with this last line; here without newline
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_dd210_gai_conf_line_lands_on_its_own_line():
     cmd = next(c for c in _dd210_fix().commands if "gai.conf" in c)
     rc, _, _, _, _, files, err = _paste([cmd], hosts="127.0.0.1 localhost\n", bind=False,
@@ -236,6 +242,7 @@ SLURM_CONF = "ClusterName=lab\nSlurmctldHost=head\n#PropagateResourceLimits=\n#P
     (SLURM_CONF + "\nPropagateResourceLimits=NONE\n", None),  # already set: printed, never a second, clashing line
     (SLURM_CONF + "\npropagateresourcelimitsexcept=NOFILE\n", None),
 ])
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_dd603_slurm_conf_line_never_clashes_with_an_existing_setting(conf, expect_line):
     rc, _, _, _, _, files, err = _paste([SLURM_CONF_MEMLOCK], hosts="127.0.0.1 localhost\n", bind=False,
                                         files={"/etc/slurm/slurm.conf": conf})

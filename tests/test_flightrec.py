@@ -128,6 +128,7 @@ class _Evil:
         return (os.system, (f"touch {self.marker}",))
 
 
+@pytest.mark.torchjob
 def test_malicious_pickle_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "pwned"
     evil = pickle.dumps({"version": "2.10", "entries": [_Evil(marker)]})
@@ -157,6 +158,7 @@ def test_any_class_instance_in_a_pickle_is_refused():
     (lambda d: [shutil.copy(os.path.join(GLOO, "fr_rank0"), d / n) for n in ("fr_rank0", "other_rank0")],
      "two dumps for rank 0"),
 ])
+@pytest.mark.torchjob
 def test_bad_dump_dirs_get_one_line_and_exit_2(tmp_path, make, says):
     d = tmp_path / "dumps"
     d.mkdir()
@@ -166,6 +168,7 @@ def test_bad_dump_dirs_get_one_line_and_exit_2(tmp_path, make, says):
     assert says in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
+@pytest.mark.torchjob
 def test_truncated_dump_beside_good_ones_is_a_partial_verdict(tmp_path):
     def cut(r, d):
         return d
@@ -177,6 +180,7 @@ def test_truncated_dump_beside_good_ones_is_a_partial_verdict(tmp_path):
     assert "rank 2: barrier" in r.stdout
 
 
+@pytest.mark.torchjob
 def test_dumps_of_two_jobs_with_different_worlds_are_refused(tmp_path):
     def other_world(r, d):
         if r == 3:
@@ -186,6 +190,7 @@ def test_dumps_of_two_jobs_with_different_worlds_are_refused(tmp_path):
     assert r.returncode == 2 and "mixed jobs" in r.stderr
 
 
+@pytest.mark.torchjob
 def test_explain_fr_text_and_json():
     r = _cli("--fr", GLOO)
     assert r.returncode == 0 and "ranks called different collectives at #4" in r.stdout
@@ -221,6 +226,7 @@ def test_watchdog_lines_of_the_h100_log():
     assert w.progress[0].failed_at == 5
 
 
+@pytest.mark.torchjob
 def test_watchdog_names_origin_victims_and_wavefront_across_ranks_logs(tmp_path):
     paths = []
     for r, text in RANK_LOGS.items():
@@ -235,6 +241,7 @@ def test_watchdog_names_origin_victims_and_wavefront_across_ranks_logs(tmp_path)
     assert len(j["logs"]) == 4 and j["watchdog"]["groups"][0]["origin"] == [2]
 
 
+@pytest.mark.torchjob
 def test_watchdog_lines_from_stdin_interleaved_in_one_console():
     text = "".join(RANK_LOGS[r] for r in (3, 2, 1, 0))
     r = _cli("--log", "-", stdin=text)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ddpdoctor.inspect.arm import arm_lines, arm_vars
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +34,7 @@ def test_an_unwritable_directory_is_said_not_exported(tmp_path):
     assert line.startswith("# ddpdoctor: cannot write")
 
 
+@pytest.mark.torchjob
 def test_the_command_prints_lines_a_shell_can_eval_and_exit_0(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SLURM_JOB_ID": "77"}
     p = subprocess.run([sys.executable, "-m", "ddpdoctor", "arm", "--dir", str(tmp_path), "--pg-timeout", "10"],

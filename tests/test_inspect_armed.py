@@ -50,9 +50,10 @@ def test_watchdog_lines_of_a_log_are_combined():
     assert f.message == "watchdog: collective #5 (ALLREDUCE) of pg 0 (default_pg) timed out on rank 0, every rank in the log had entered it"
 
 
+@pytest.mark.torchjob
 def test_debug_server_source_says_why_when_there_is_nothing_to_read():
     """--debug-server on a job without one: one line each, never a hang (the live case is in
-    tests/test_inspect_lab.py)."""
+    tests/test_inspect_torchjob.py)."""
     import datetime
     import time
 

@@ -45,6 +45,7 @@ def test_merged_views_name_the_odd_rank_with_its_node_and_the_node_that_never_re
     assert "  n3: did not report" in where_table(facts) and "rank   3 n2 pid" in where_table(facts)
 
 
+@pytest.mark.torchjob
 def test_gather_outside_srun_or_with_pid_is_one_line_exit_2():
     import os
     import subprocess
@@ -57,6 +58,7 @@ def test_gather_outside_srun_or_with_pid_is_one_line_exit_2():
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
+@pytest.mark.torchjob
 def test_two_nodes_meet_over_a_real_socket_and_a_foreign_message_is_ignored():
     import json
     import socket

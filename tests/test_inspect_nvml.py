@@ -9,6 +9,10 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.torchjob  # real processes: the CLI as a subprocess (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 FAKES = ROOT / "tests" / "fakes"
 PROG = "import time\nwhile True:\n    time.sleep(0.01)\n"  # a rank that is "progressing": its stack moves little, but it is not a collective

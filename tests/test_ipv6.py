@@ -5,7 +5,7 @@ import pytest
 
 from ddpdoctor import registry
 from ddpdoctor.checks.env import torchrun_endpoint
-from ddpdoctor.peerprobe.protocol import Hello
+from ddpdoctor.probes.handshake import Hello
 from ddpdoctor.model import Severity, Status
 from ddpdoctor.facts.network import NetworkFacts
 from ddpdoctor.probes import dns
@@ -50,6 +50,7 @@ def test_split_endpoint(value, want):
     assert split_endpoint(endpoint_text(*want)) == want  # what ddpdoctor writes, it reads back
 
 
+@pytest.mark.torchjob  # imports torch itself (seconds): compared with torch's own parser, not a unit test's cost
 def test_torchrun_endpoint_parse_matches_torch():
     from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
     for ep in ("fd00::1", "[fd00::1]:29400", "[fd00::1]", "fd00::1:29400", "node1:29400", "node1"):

@@ -21,6 +21,7 @@ def lint(*args, cwd=None):
 BAD = "import torch\ns = torch.utils.data.DataLoader(range(3), shuffle=True, sampler=[0])\n"
 
 
+@pytest.mark.torchjob
 def test_syntax_error_is_one_line_with_file_and_line_and_the_other_files_are_linted(tmp_path):
     (tmp_path / "a.py").write_text("def f(:\n    pass\n")
     (tmp_path / "b.py").write_text(BAD)
@@ -32,6 +33,7 @@ def test_syntax_error_is_one_line_with_file_and_line_and_the_other_files_are_lin
     assert "b.py:2:" in p.stdout and "DL006" in p.stdout
 
 
+@pytest.mark.torchjob
 def test_python2_binary_huge_and_missing_inputs_get_one_line_each_and_exit_2(tmp_path):
     (tmp_path / "old.py").write_text('print "hello"\n')
     (tmp_path / "blob.py").write_bytes(b"\x00\x01\x02" * 100)
@@ -47,6 +49,7 @@ def test_python2_binary_huge_and_missing_inputs_get_one_line_each_and_exit_2(tmp
     assert any("nope.py: no such file or directory" in l for l in lines)
 
 
+@pytest.mark.torchjob
 def test_notebook_code_cells_are_linted_with_cell_positions(tmp_path):
     nb = {"cells": [
         {"cell_type": "markdown", "source": ["# title"]},
@@ -62,6 +65,7 @@ def test_notebook_code_cells_are_linted_with_cell_positions(tmp_path):
     assert p.returncode == 2 and "not a Jupyter notebook" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.torchjob
 def test_fix_applies_safe_fixes_and_keeps_comments_and_formatting(tmp_path):
     src = textwrap.dedent("""\
         import argparse, os, torch
@@ -89,6 +93,7 @@ def test_fix_applies_safe_fixes_and_keeps_comments_and_formatting(tmp_path):
     assert 'torch.load("ckpt.pt", map_location="cpu")' in f.read_text()
 
 
+@pytest.mark.torchjob
 def test_json_output_and_rule_docs_and_usage_errors(tmp_path):
     (tmp_path / "b.py").write_text(BAD)
     p = lint(tmp_path / "b.py", "--json")
@@ -105,12 +110,14 @@ def test_json_output_and_rule_docs_and_usage_errors(tmp_path):
     assert p.returncode == 2
 
 
+@pytest.mark.torchjob
 def test_warnings_pass_unless_fail_on_warning(tmp_path):
     (tmp_path / "w.py").write_text("import torch\ns = torch.utils.data.DistributedSampler(range(3))\n")
     assert lint(tmp_path / "w.py").returncode == 0
     assert lint(tmp_path / "w.py", "--fail-on", "warning").returncode == 1
 
 
+@pytest.mark.torchjob
 def test_lint_never_imports_torch():
     code = ("import sys; from ddpdoctor.lint import lint_paths; "
             f"r = lint_paths([{str(CORPUS)!r}]); "
@@ -120,6 +127,7 @@ def test_lint_never_imports_torch():
     assert p.stdout.strip() == "False"
 
 
+@pytest.mark.torchjob
 def test_generated_rule_pages_are_in_sync():
     p = subprocess.run([sys.executable, "-m", "ddpdoctor.lint.gendocs", "--check"], capture_output=True, text=True,
                        timeout=60, env=ENV)

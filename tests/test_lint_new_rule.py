@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "writing-a-lint-rule.md"
 BLOCK = re.compile(r'```(console|python title="([^"]+)")\n(.*?)```', re.S)
@@ -27,6 +29,7 @@ def test_the_guide_has_at_most_five_steps():
     assert len(re.findall(r"^### \d\.", GUIDE.read_text(), re.M)) <= 5
 
 
+@pytest.mark.torchjob  # runs the scaffold and the tests as subprocesses (tests/conftest.py)
 def test_following_the_guide_literally_gives_a_working_rule(tmp_path):
     root = tmp_path / "repo"
     shutil.copytree(REPO / "ddpdoctor", root / "ddpdoctor", ignore=shutil.ignore_patterns("__pycache__"))

@@ -6,7 +6,9 @@ import sys
 import threading
 import time
 
-from ddpdoctor.peerprobe import protocol as handshake
+import pytest
+
+from ddpdoctor.probes import handshake
 from ddpdoctor.peerprobe.server import ListenError, listen
 from ddpdoctor.probes import sockets
 from ports import free_port
@@ -14,6 +16,7 @@ from ports import free_port
 
 
 
+@pytest.mark.torchjob
 def test_worker_handshake_reaches_both_ports_and_listener_stops_at_expect():
     port = free_port()
     out = {}
@@ -38,6 +41,7 @@ def test_worker_handshake_reaches_both_ports_and_listener_stops_at_expect():
     assert sockets.tcp_probe("127.0.0.1", h.eport, timeout=0.5).state == sockets.REFUSED
 
 
+@pytest.mark.torchjob
 def test_a_non_ddpdoctor_service_is_told_apart():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
@@ -55,6 +59,7 @@ def test_a_non_ddpdoctor_service_is_told_apart():
     assert not h.is_ddpdoctor and h.banner.startswith("SSH-2.0")
 
 
+@pytest.mark.torchjob
 def test_listener_times_out_without_workers_and_port_in_use_is_an_error():
     port = free_port()
     t0 = time.monotonic()
@@ -74,6 +79,7 @@ def test_listener_times_out_without_workers_and_port_in_use_is_an_error():
         blocker.close()
 
 
+@pytest.mark.torchjob
 def test_listen_cli_json_and_exit_code_when_nobody_comes():
     port = free_port()
     p = subprocess.run([sys.executable, "-m", "ddpdoctor", "network", "--listen", "--port", str(port),
@@ -83,6 +89,7 @@ def test_listen_cli_json_and_exit_code_when_nobody_comes():
     assert d["command"] == "network-listen" and d["timed_out"] and d["workers"] == []
 
 
+@pytest.mark.torchjob
 def test_master_port_in_use_names_the_process():
     port = free_port()
     holder = subprocess.Popen([sys.executable, "-c",

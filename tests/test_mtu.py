@@ -2,8 +2,10 @@
 import socket
 import threading
 
+import pytest
+
 from ddpdoctor import registry
-from ddpdoctor.peerprobe.protocol import Hello
+from ddpdoctor.probes.handshake import Hello
 from ddpdoctor.peerprobe.server import ProbeServer
 from ddpdoctor.model import Severity, Status
 from ddpdoctor.facts.network import NetworkFacts, PathMtu
@@ -87,6 +89,7 @@ def test_old_listener_without_bulk_skips():
 
 
 
+@pytest.mark.torchjob
 def test_bulk_round_trip_against_the_real_probe_server_reports_its_mtu():
     port = free_port()
     events = []
@@ -102,6 +105,7 @@ def test_bulk_round_trip_against_the_real_probe_server_reports_its_mtu():
     assert [e["bytes"] for e in events if e["port"] == "bulk"] == [MiB, MiB]
 
 
+@pytest.mark.torchjob
 def test_bulk_against_a_service_that_is_not_ddpdoctor_is_unsupported_not_a_hang():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))

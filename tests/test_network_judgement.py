@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from ddpdoctor import registry
-from ddpdoctor.peerprobe.protocol import Hello
+from ddpdoctor.probes.handshake import Hello
 from ddpdoctor.model import Severity, Status
 from ddpdoctor.facts.network import NetworkFacts
 from ddpdoctor.probes.dns import Resolution

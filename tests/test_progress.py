@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from ddpdoctor.facts import progress as P
 
 SIG = (("all_reduce", "torch/distributed/distributed_c10d.py", 2800), ("<module>", "train.py", 12))
@@ -53,6 +55,7 @@ def test_between_two_looks_counts_what_moved():
         2.0, False, 0.1, 400, 1000.0, 2)
 
 
+@pytest.mark.torchjob  # a real process on this machine (tests/conftest.py)
 def test_look_reads_a_real_process_whose_main_thread_wakes():
     child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.01)"])
     try:

@@ -49,6 +49,7 @@ def big_log(tmp_path):
     return path
 
 
+@pytest.mark.torchjob
 def test_explain_shows_scanning_progress_on_a_terminal_and_erases_it(big_log):
     out, tty, code = _run_on_pty(["explain", "--log", str(big_log)])
     assert code == 0, tty
@@ -57,12 +58,14 @@ def test_explain_shows_scanning_progress_on_a_terminal_and_erases_it(big_log):
     assert "ddpdoctor: scanning" not in out  # stdout, the report, never carries it
 
 
+@pytest.mark.torchjob
 def test_no_progress_off_a_terminal(big_log):
     p = subprocess.run([sys.executable, "-m", "ddpdoctor", "explain", "--log", str(big_log)],
                        capture_output=True, text=True, env=ENV, timeout=120)
     assert p.returncode == 0 and "ddpdoctor: scanning" not in p.stderr and "\x1b" not in p.stderr
 
 
+@pytest.mark.torchjob
 def test_smoke_standalone_shows_its_ranks_phases_on_a_terminal():
     out, tty, code = _run_on_pty(["smoke", "--nproc", "2", "--quick", "--timeout", "30"], timeout=180)
     assert code == 0, tty + out

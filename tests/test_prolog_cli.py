@@ -7,6 +7,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.torchjob  # real processes: the CLI as a subprocess (tests/conftest.py)
+
 DD = [sys.executable, "-m", "ddpdoctor", "prolog"]
 
 

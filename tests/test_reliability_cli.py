@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from ports import free_port
 
+pytestmark = pytest.mark.torchjob  # real processes: the CLI as a subprocess (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 DD = [sys.executable, "-m", "ddpdoctor"]
 NETWORK_OK = ["network", "--master", "127.0.0.1", "--select", "DD80"]  # env audit only: passes on a clean env

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.torchjob  # real processes: the CLI as a subprocess (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 DD = [sys.executable, "-m", "ddpdoctor"]
 LINE = (b"[E socket.cpp:123] [c10d] The client socket has timed out after 60s while trying to connect to "

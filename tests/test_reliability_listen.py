@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ddpdoctor.peerprobe import protocol as handshake, server as L
+from ddpdoctor.peerprobe import server as L
+from ddpdoctor.probes import handshake
 from ddpdoctor.probes import sockets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +50,7 @@ def _fake_listener(reply: bytes):
 
 @pytest.mark.parametrize("reply", [b"DDPDOCTOR/1 WELCOME evil 99999 1-99999\n", b"DDPDOCTOR/1 WELCOME evil 0\n",
                                    "DDPDOCTOR/1 WELCOME evil ²\n".encode(), b"DDPDOCTOR/1 WELCOME evil 5 9-1\n"])
+@pytest.mark.torchjob
 def test_a_welcome_with_an_impossible_port_is_not_a_crash(reply):
     srv = _fake_listener(reply)
     try:
@@ -58,6 +60,7 @@ def test_a_welcome_with_an_impossible_port_is_not_a_crash(reply):
     assert h.eport == 0 or (1 <= h.eport <= 65535 and h.eport_range is None)
 
 
+@pytest.mark.torchjob
 def test_dd103_against_a_listener_offering_an_out_of_range_port_is_not_a_crash():
     from ddpdoctor import registry, runner
     from ddpdoctor.facts.network import NetworkFacts
@@ -71,10 +74,12 @@ def test_dd103_against_a_listener_offering_an_out_of_range_port_is_not_a_crash()
     assert res.status.value != "crash", res.reason
 
 
+@pytest.mark.torchjob
 def test_tcp_probe_of_an_impossible_port_is_an_error_result():
     assert sockets.tcp_probe("127.0.0.1", 70000, timeout=0.5).state == sockets.ERROR
 
 
+@pytest.mark.torchjob
 def test_handlers_are_bounded_and_forgotten_and_the_server_survives_a_thread_failure(monkeypatch):
     monkeypatch.setattr(L, "MAX_HANDLERS", 4)
     port = free_port()
@@ -130,6 +135,7 @@ def _start_listen_cli(port, *extra):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.torchjob
 def test_a_signal_to_listen_still_reports_the_arrivals_as_valid_json(sig):
     port = free_port()
     p = _start_listen_cli(port, "--json")
@@ -148,6 +154,7 @@ def test_a_signal_to_listen_still_reports_the_arrivals_as_valid_json(sig):
     assert p.returncode == 1
 
 
+@pytest.mark.torchjob
 def test_a_signal_to_listen_prints_the_arrivals_in_text():
     port = free_port()
     p = _start_listen_cli(port)
@@ -163,6 +170,7 @@ def test_a_signal_to_listen_prints_the_arrivals_in_text():
     assert "worker7 from 127.0.0.1" in out and "stopped by SIGTERM" in out, (out, err)
 
 
+@pytest.mark.torchjob
 def test_listen_without_expect_exits_1_when_nobody_came():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cp = subprocess.run([*DD, "network", "--listen", "--port", str(free_port()), "--timeout", "0.5"],
@@ -178,6 +186,7 @@ def test_firewall_fix_for_an_ipv6_peer_is_ip6tables():
     assert iptables_for("::ffff:198.18.0.2") == "iptables"
 
 
+@pytest.mark.torchjob
 def test_listen_records_a_bounded_number_of_claimed_names(monkeypatch):
     monkeypatch.setattr(L, "MAX_WORKERS", 3)
     port = free_port()

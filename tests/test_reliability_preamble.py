@@ -8,6 +8,10 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.torchjob  # real processes: the CLI as a subprocess (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

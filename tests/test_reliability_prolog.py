@@ -21,6 +21,7 @@ def _env(**extra):
 
 
 @pytest.mark.parametrize("task", [False, True], ids=["prolog", "task"])
+@pytest.mark.torchjob
 def test_a_config_path_that_blocks_does_not_hang_the_prolog(tmp_path, task):
     fifo = tmp_path / "ddpdoctor.toml"
     os.mkfifo(fifo)  # open() for reading blocks until a writer comes: like a hung NFS mount
@@ -40,6 +41,7 @@ def test_a_config_path_that_blocks_does_not_hang_the_prolog(tmp_path, task):
 
 
 @pytest.mark.parametrize("task", [False, True], ids=["prolog", "task"])
+@pytest.mark.torchjob
 def test_a_config_read_that_hangs_is_cut_by_the_deadline(task):
     # a hung NFS mount blocks even a non-blocking open: only the watchdog helps (simulated: load() never returns)
     args = ["prolog", "--task"] if task else ["prolog", "--deadline", "2"]

@@ -6,6 +6,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from ddpdoctor.render import smoke as render_smoke
 from ddpdoctor.model import Status
 from ddpdoctor.smoke import plan as P
@@ -28,6 +30,7 @@ def _world(states):
                         "timeout_s": 10, "states": states}}
 
 
+@pytest.mark.torchjob
 def test_a_rank_stopped_before_the_store_is_named_stopped_not_a_network_problem():
     sup, cfg, w1 = _supervisor_with_frozen_rank1()
     try:
@@ -148,6 +151,7 @@ def _smoke_cli(tmp_path, argv_prefix, *args):
                           env=env, timeout=120)
 
 
+@pytest.mark.torchjob
 def test_smoke_without_torch_says_torch_is_missing_and_how_to_install_it(tmp_path):
     # A Python whose ranks cannot import torch (the boundary: we cannot uninstall it here)
     fake = tmp_path / "torch"
@@ -162,6 +166,7 @@ def test_smoke_without_torch_says_torch_is_missing_and_how_to_install_it(tmp_pat
     assert not any("OOM" in m or "phase 'start'" in m for m in msgs), msgs
 
 
+@pytest.mark.torchjob
 def test_smoke_checks_for_torch_before_starting_ranks():
     code = ("import sys; sys.modules['torch'] = None\n"
             "from ddpdoctor.cli import main; main(['smoke', '--nproc', '1'])\n")

@@ -38,6 +38,7 @@ def pre(argv, **kw):
     return preflight(argv, **kw)
 
 
+@pytest.mark.torchjob
 def test_torchrun_is_parsed_by_torchs_own_parser_without_importing_torch():
     code = ("import sys; from ddpdoctor.runcmd.parse import split; "
             "s = split(['srun', '-N', '2', '--gpus-per-node=8', 'torchrun', '--nnodes=2', '--nproc_per_node', '8', "
@@ -128,6 +129,7 @@ def _ddpdoctor(args, cwd, env=None, timeout=240):
                           timeout=timeout, cwd=cwd, env={**ENV, **(env or {})})
 
 
+@pytest.mark.torchjob
 def test_a_real_torchrun_gloo_job_runs_with_argv_and_exit_code_unchanged(tmp_path):
     (tmp_path / "job.py").write_text(GLOO)
     cmd = ["torchrun", "--standalone", "--nproc-per-node=2", "job.py", "a b", "--flag=1"]
@@ -141,6 +143,7 @@ def test_a_real_torchrun_gloo_job_runs_with_argv_and_exit_code_unchanged(tmp_pat
     assert direct.returncode != 0 and via.returncode == direct.returncode
 
 
+@pytest.mark.torchjob
 def test_exec_keeps_the_pid_so_signals_reach_the_job(tmp_path):
     (tmp_path / "pid.py").write_text("import os, sys\nprint(os.getpid(), flush=True)\nsys.exit(5)\n")
     p = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "run", "--no-network", "--", sys.executable, "pid.py"],
@@ -149,6 +152,7 @@ def test_exec_keeps_the_pid_so_signals_reach_the_job(tmp_path):
     assert int(out.strip()) == p.pid and p.returncode == 5
 
 
+@pytest.mark.torchjob
 def test_a_refused_launch_exits_non_zero_and_starts_nothing(tmp_path):
     (tmp_path / "job.py").write_text("open('STARTED', 'w').write('x')\n"
                                      "import torch\nd = torch.utils.data.DataLoader(range(2), shuffle=True, sampler=[0])\n")
@@ -162,6 +166,7 @@ def test_a_refused_launch_exits_non_zero_and_starts_nothing(tmp_path):
     assert d["launched"] is False and p.returncode == 1
 
 
+@pytest.mark.torchjob
 def test_force_launches_anyway(tmp_path):
     (tmp_path / "job.py").write_text("open('STARTED', 'w').write('x')\n")
     p = _ddpdoctor(["--force", "--no-network", "--", sys.executable, "job.py"], tmp_path, timeout=60)
@@ -171,6 +176,7 @@ def test_force_launches_anyway(tmp_path):
     assert p.returncode == 1 and not (tmp_path / "STARTED").exists()
 
 
+@pytest.mark.torchjob
 def test_bad_command_is_one_line_and_exit_2(tmp_path):
     p = _ddpdoctor(["--", "bash", "-c", "true"], tmp_path, timeout=60)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr

@@ -43,7 +43,7 @@ def _load_fake():
 
 
 fake = _load_fake()
-from test_smoke_run import TAG, _tagged  # noqa: E402
+from test_smoke_run_torchjob import TAG, _tagged  # noqa: E402
 
 MiB = 1 << 20
 U0, U1 = "GPU-aaaaaaaa-0000-0000-0000-000000000000", "GPU-bbbbbbbb-0000-0000-0000-000000000000"
@@ -183,6 +183,7 @@ def test_fix_that_does_not_move_the_memory_fails():
 
 # ---------------------------------------------------------------- a real run, fake NVML
 
+@pytest.mark.torchjob
 def test_real_ranks_pids_are_attributed_from_nvml(tmp_path):
     tag = uuid.uuid4().hex
     foreign = subprocess.Popen(["sleep", "60"])
@@ -214,6 +215,7 @@ def test_real_ranks_pids_are_attributed_from_nvml(tmp_path):
     assert _tagged(tag) == []
 
 
+@pytest.mark.torchjob
 def test_fix_reruns_with_the_fix_and_reports_before_and_after(tmp_path):
     """The --fix plumbing end to end: round 1 finds rank 1 on GPU 0, a second round of fresh
     processes runs with fix_round set, and DD404 compares. The fake puts rank 1 on GPU 0 only in

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from ddpdoctor.checks import distributed as D
-from ddpdoctor.facts.smoke import RankRecord
+from ddpdoctor.facts.smoke import RankRecord, RankState, Verdict
 from ddpdoctor.model import Severity, Status
 from ddpdoctor.facts import bandwidth as bw
 from ddpdoctor import launch
@@ -198,9 +198,9 @@ def test_a_rank_stuck_importing_torch_is_late_timeout_after_the_others_started()
 # ---------------------------------------------------------------- DD501: who holds the others up
 
 def _state(rank, phase="all_reduce float32 4 B", index=10, hb=0.1, **kw):
-    return {"rank": rank, "host": "node1", "pid": 100 + rank, "phase": phase, "index": index, "in_phase_s": 31.0,
-            "heartbeat_age_s": hb, "error": None, "exit": None, "proc_state": None, "in_collective": True,
-            "seen": True, **kw}
+    return RankState.from_dict({"rank": rank, "host": "node1", "pid": 100 + rank, "phase": phase, "index": index,
+                                "in_phase_s": 31.0, "heartbeat_age_s": hb, "error": None, "exit": None,
+                                "proc_state": None, "in_collective": True, "seen": True, **kw})
 
 
 def _ctx(verdict=None, records=None, world_size=2, cfg=CFG):
@@ -213,13 +213,13 @@ def _ctx(verdict=None, records=None, world_size=2, cfg=CFG):
 
 
 def _verdict(states):
-    return {"kind": "stall", "late": [s["rank"] for s in states], "after_s": 31.0, "detected_by": "rank 0's watchdog",
-            "timeout_s": 30.0, "states": states}
+    return Verdict.from_dict({"kind": "stall", "late": [s.rank for s in states], "after_s": 31.0,
+                              "detected_by": "rank 0's watchdog", "timeout_s": 30.0, "states": [s.raw for s in states]})
 
 
 def test_stopped_rank_is_named_and_waiting_ranks_are_not():
     states = [_state(0), _state(1, hb=30.5, proc_state="stopped", in_collective=False), _state(2)]
-    assert [s["rank"] for s in D.culprits(states)] == [1]
+    assert [s.rank for s in D.culprits(states)] == [1]
     findings = list(D.every_rank_finished(_ctx(_verdict(states), world_size=3)))
     assert len(findings) == 1 and findings[0].severity is Severity.ERROR
     assert "rank 1 (pid 101, node1) is stopped" in findings[0].message
@@ -230,7 +230,7 @@ def test_stopped_rank_is_named_and_waiting_ranks_are_not():
 
 def test_rank_behind_the_others_is_named_when_nobody_failed():
     states = [_state(0, phase="barrier", index=12), _state(1, phase="init", index=5)]
-    assert [s["rank"] for s in D.culprits(states)] == [1]
+    assert [s.rank for s in D.culprits(states)] == [1]
 
 
 def test_every_rank_alive_in_one_collective_points_at_the_transport():
@@ -248,8 +248,8 @@ def test_a_rank_in_its_own_code_instead_of_the_collective_is_named():
 
 
 def test_states_relayed_from_a_frozen_rank_0_are_context_not_culprits():
-    states = [_state(0, hb=31, proc_state="stopped"), {"rank": 1, "seen": False, "relayed": True}]
-    assert [s["rank"] for s in D.culprits(states)] == [0]
+    states = [_state(0, hb=31, proc_state="stopped"), RankState.from_dict({"rank": 1, "seen": False, "relayed": True})]
+    assert [s.rank for s in D.culprits(states)] == [0]
 
 
 # ---------------------------------------------------------------- DD502, DD504, DD505
@@ -315,7 +315,7 @@ def test_expected_busbw_shortfall_is_a_warning_not_a_failure():
 
 def test_json_report_carries_per_rank_records_and_the_verdict():
     states = [_state(0), _state(1, hb=30, proc_state="stopped")]
-    world = {"records": {"0": _rec(0)}, "world_size": 2, "backend": "gloo", "verdict": _verdict(states)}
+    world = {"records": {"0": _rec(0)}, "world_size": 2, "backend": "gloo", "verdict": _verdict(states).raw}
     report = build_report(world, CFG, launcher="torchrun")
     d = report.to_dict()
     assert d["command"] == "smoke" and d["exit_code"] == 1
@@ -329,7 +329,7 @@ def test_json_report_carries_per_rank_records_and_the_verdict():
 def test_the_smoke_table_says_what_dd501_found_and_does_not_judge_without_it():
     """The renderer reads DD501's evidence; with DD501 left out it does not guess."""
     states = [_state(0), _state(1, hb=30, proc_state="stopped")]
-    world = {"records": {"0": _rec(0)}, "world_size": 2, "backend": "gloo", "verdict": _verdict(states)}
+    world = {"records": {"0": _rec(0)}, "world_size": 2, "backend": "gloo", "verdict": _verdict(states).raw}
     text = render_smoke.text(build_report(world, CFG, launcher="torchrun", ignore=["DD501"]))
     assert "holding the others up: see DD501" in text and "ranks 1" not in text.split("holding")[1].split(")")[0]
 
@@ -342,6 +342,7 @@ def test_the_bandwidth_table_is_rendered_from_the_report():
     assert "all_reduce bandwidth (nccl-tests definitions; median of 5 iterations" in text and "1 MiB" in text
 
 
+@pytest.mark.torchjob
 def test_importing_the_smoke_command_and_report_does_not_import_torch():
     code = ("import sys; import ddpdoctor.cli.smoke, ddpdoctor.smoke.report, ddpdoctor.smoke.supervise; "
             "from ddpdoctor import registry; registry.load_all(); import ddpdoctor; ddpdoctor.__version__; "

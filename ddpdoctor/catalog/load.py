@@ -9,9 +9,9 @@ and `ddpdoctor explain` says which file to fix.
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
+from ddpdoctor import tomlread
 from ddpdoctor.catalog.model import CATEGORIES, FAILURE_ID_RE, Emitted, FailureMode, Signature, fix
 
 HERE = Path(__file__).parent
@@ -38,8 +38,8 @@ class CatalogError(ValueError):
 def _read(path: Path) -> dict:
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
+            return tomlread.load(f)
+    except tomlread.TOMLDecodeError as e:
         raise CatalogError(f"{path}: not valid TOML: {e}") from None
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
+from ddpdoctor.facts.smoke import CollectiveResult, RankState
 from ddpdoctor.model import Finding, Fix, Severity
 from ddpdoctor.registry import Skip, check
 from ddpdoctor.checks import drift
@@ -22,14 +23,14 @@ def _hosts_of(ranks: Iterable[int], host_of: Mapping[int, str]) -> str:
     return ", ".join(hosts)
 
 
-def _who(st: Mapping[str, Any]) -> str:
-    return f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')})"
+def _who(st: RankState) -> str:
+    return f"rank {st.rank} (pid {st.pid}, {st.host})"
 
 
 SILENT_S = 2.0  # heartbeats come every 0.25 s: this long without one means the process is not running
 
 
-def culprits(states: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def culprits(states: Sequence[RankState]) -> list[RankState]:
     """The ranks that hold the others up, from every rank's state when the watchdog fired.
 
     A rank is a culprit when it never connected, died, is stopped or silent, sits in its own code
@@ -37,72 +38,71 @@ def culprits(states: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     make it skip ahead) is behind the others. The rest are waiting for them. States relayed
     from a rank 0 that froze are only context: they may be a moment old.
     """
-    seen = [s for s in states if s.get("seen")]
-    furthest = max((s.get("index", -1) for s in seen), default=-1)
-    any_error = any(s.get("error") for s in seen)
-    waiting = {s["rank"] for s in seen if s.get("in_collective")}
+    seen = [s for s in states if s.seen]
+    furthest = max((s.index for s in seen), default=-1)
+    any_error = any(s.error for s in seen)
+    waiting = {s.rank for s in seen if s.in_collective}
     out = []
     for s in states:
-        if s.get("relayed"):
+        if s.relayed:
             continue  # as rank 0 saw it before it froze: context, not evidence
-        if (not s.get("seen") or s.get("exit") or s.get("proc_state") in ("stopped", "gone", "zombie")
-                or s.get("heartbeat_age_s", 0) > SILENT_S
-                or (not s.get("in_collective") and waiting - {s["rank"]} and s.get("phase") not in ("report", "done")
-                    and not s.get("error"))
-                or (not any_error and s.get("index", -1) < furthest)):
+        if (not s.seen or s.exit or s.proc_state in ("stopped", "gone", "zombie")
+                or s.silent_s > SILENT_S
+                or (not s.in_collective and waiting - {s.rank} and s.phase not in ("report", "done")
+                    and not s.error)
+                or (not any_error and s.index < furthest)):
             out.append(s)
     return out
 
 
-def _culprit_line(st: Mapping[str, Any]) -> tuple[str, Fix | None]:
+def _culprit_line(st: RankState) -> tuple[str, Fix | None]:
     """What is wrong with one rank that holds the others up, and what to do about it."""
-    phase = st.get("phase") or "?"
-    ps = st.get("proc_state")
-    if not st.get("seen") and ps == "stopped":
+    phase = st.phase or "?"
+    ps = st.proc_state
+    on = f"# on {st.host}"
+    if not st.seen and ps == "stopped":
         # a process that exists but does not run is not a network problem
-        return (f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')}) is stopped (SIGSTOP/SIGTSTP) before "
-                f"it reached the rendezvous store (waited {st.get('waited_s', 0):g} s)",
+        return (f"{_who(st)} is stopped (SIGSTOP/SIGTSTP) before it reached the rendezvous store "
+                f"(waited {st.waited_s:g} s)",
                 Fix("resume it or end it; a stopped process holds the whole group",
-                    commands=(f"kill -CONT {st.get('pid')}   # on {st.get('host', '?')}",)))
-    if not st.get("seen") and ps in ("gone", "zombie"):
-        return (f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')}) exited before it reached the "
-                "rendezvous store", Fix("read that rank's log"))
-    if not st.get("seen") and ps == "sleeping":
-        return (f"rank {st['rank']} (pid {st.get('pid')}, {st.get('host', '?')}) is alive but sleeping and never "
-                f"reached the rendezvous store (waited {st.get('waited_s', 0):g} s): blocked in its own start-up "
-                "or in connecting to the store",
+                    commands=(f"kill -CONT {st.pid}   {on}",)))
+    if not st.seen and ps in ("gone", "zombie"):
+        return f"{_who(st)} exited before it reached the rendezvous store", Fix("read that rank's log")
+    if not st.seen and ps == "sleeping":
+        return (f"{_who(st)} is alive but sleeping and never reached the rendezvous store (waited {st.waited_s:g} s): "
+                "blocked in its own start-up or in connecting to the store",
                 Fix("see where it waits; if it is in connect(), check the network to the store",
-                    commands=(f"py-spy dump --pid {st.get('pid')}   # on {st.get('host', '?')}",
+                    commands=(f"py-spy dump --pid {st.pid}   {on}",
                               "ddpdoctor network --master $MASTER_ADDR --port $MASTER_PORT")))
-    if not st.get("seen"):
-        return (f"rank {st['rank']} never connected to the rendezvous store (waited {st.get('waited_s', 0):g} s)",
+    if not st.seen:
+        return (f"rank {st.rank} never connected to the rendezvous store (waited {st.waited_s:g} s)",
                 Fix("check that this rank was started and can reach MASTER_ADDR:MASTER_PORT",
                     commands=("ddpdoctor network --master $MASTER_ADDR --port $MASTER_PORT",)))
-    if st.get("exit"):
-        if "SIGKILL" not in st["exit"]:  # an exit code is the rank's own doing: its log says why, not dmesg
-            return (f"{_who(st)} {st['exit']} in phase '{phase}'", Fix("read that rank's log (below)"))
-        return (f"{_who(st)} {st['exit']} in phase '{phase}' (SIGKILL without an error: often the kernel's OOM "
+    if st.exit:
+        if "SIGKILL" not in st.exit:  # an exit code is the rank's own doing: its log says why, not dmesg
+            return (f"{_who(st)} {st.exit} in phase '{phase}'", Fix("read that rank's log (below)"))
+        return (f"{_who(st)} {st.exit} in phase '{phase}' (SIGKILL without an error: often the kernel's OOM "
                 "killer, see dmesg)",
                 Fix("read that rank's log; for a SIGKILL look for the OOM killer",
-                    commands=(f"ssh {st.get('host', '?')} dmesg -T | grep -i -E 'killed process|out of memory'",)))
-    if st.get("proc_state") == "stopped":
-        return (f"{_who(st)} is stopped (SIGSTOP/SIGTSTP) in phase '{phase}': no heartbeat for {st.get('heartbeat_age_s')} s",
+                    commands=(f"ssh {st.host} dmesg -T | grep -i -E 'killed process|out of memory'",)))
+    if ps == "stopped":
+        return (f"{_who(st)} is stopped (SIGSTOP/SIGTSTP) in phase '{phase}': no heartbeat for {st.heartbeat_age_s} s",
                 Fix("resume it or end it; a stopped process holds the whole group",
-                    commands=(f"kill -CONT {st.get('pid')}   # on {st.get('host', '?')}",)))
-    if st.get("proc_state") in ("gone", "zombie"):
+                    commands=(f"kill -CONT {st.pid}   {on}",)))
+    if ps in ("gone", "zombie"):
         return (f"{_who(st)} is gone (exited or killed) in phase '{phase}'", None)
-    if st.get("heartbeat_age_s", 0) > SILENT_S:
-        return (f"{_who(st)} stopped responding in phase '{phase}': no heartbeat for {st['heartbeat_age_s']} s "
+    if st.silent_s > SILENT_S:
+        return (f"{_who(st)} stopped responding in phase '{phase}': no heartbeat for {st.heartbeat_age_s} s "
                 "(stopped, killed, or frozen with the interpreter lock held)",
                 Fix("look at the process on its host",
-                    commands=(f"ssh {st.get('host', '?')} ps -o pid,stat,wchan:32,cmd -p {st.get('pid')}",
-                              f"py-spy dump --pid {st.get('pid')}")))
-    if not st.get("in_collective"):
+                    commands=(f"ssh {st.host} ps -o pid,stat,wchan:32,cmd -p {st.pid}",
+                              f"py-spy dump --pid {st.pid}")))
+    if not st.in_collective:
         return (f"{_who(st)} is alive but has not entered the collective of phase '{phase}' after "
-                f"{st.get('in_phase_s')} s: its own code is busy or stuck",
-                Fix("see where it is", commands=(f"py-spy dump --pid {st.get('pid')}   # on {st.get('host', '?')}",)))
-    return (f"{_who(st)} is behind the others: still in phase '{phase}' after {st.get('in_phase_s')} s",
-            Fix("see where it waits", commands=(f"py-spy dump --pid {st.get('pid')}   # on {st.get('host', '?')}",)))
+                f"{st.in_phase_s} s: its own code is busy or stuck",
+                Fix("see where it is", commands=(f"py-spy dump --pid {st.pid}   {on}",)))
+    return (f"{_who(st)} is behind the others: still in phase '{phase}' after {st.in_phase_s} s",
+            Fix("see where it waits", commands=(f"py-spy dump --pid {st.pid}   {on}",)))
 
 
 @check("DD501", "every rank reached every phase", category="distributed", tags={"smoke"}, timeout=2, order=-1)
@@ -124,7 +124,7 @@ def every_rank_finished(ctx):
     `NCCL_DEBUG=INFO` when every rank hangs inside the same collective.
     """
     # every finding of a stalled run names the ranks holding the others up (the smoke table's header reads it)
-    held = [s["rank"] for s in culprits(ctx.verdict["states"])] if ctx.verdict else None
+    held = [s.rank for s in culprits(ctx.verdict.states)] if ctx.verdict else None
     for f in _phase_findings(ctx):
         yield f if held is None else dataclasses.replace(f, evidence={**f.evidence, "held_up_by": held})
 
@@ -137,30 +137,31 @@ def _phase_findings(ctx):
                                         f"failed in phase '{err.phase}': {err.message}",
                         hint=err.hint, evidence={"rank": r, **err.to_dict()}, kind="rank-error") for r, err in errors]
     if verdict:
-        states = verdict["states"]
+        states = verdict.states
         bad = culprits(states)
-        bad_ranks = {s["rank"] for s in bad}
-        waiting = [s for s in states if s.get("seen") and s["rank"] not in bad_ranks]
+        bad_ranks = {s.rank for s in bad}
+        waiting = [s for s in states if s.seen and s.rank not in bad_ranks]
         where = ""
         if waiting:
-            ahead = max(waiting, key=lambda s: s.get("index", -1))
-            who = fmt_ranks(s["rank"] for s in waiting)
-            where = (f"; rank {who} waits" if len(waiting) == 1 else f"; ranks {who} wait") + f" in phase '{ahead.get('phase')}'"
-        detected = f"detected by {verdict['detected_by']} after {verdict['after_s']} s (--timeout {verdict['timeout_s']:g} s)"
-        if verdict.get("kind") == "terminated":
-            yield Finding(Severity.ERROR, f"the run was ended from outside after {verdict['after_s']} s, "
-                                          f"{verdict.get('signal', 'by a signal')}",
+            ahead = max(waiting, key=lambda s: s.index)
+            who = fmt_ranks(s.rank for s in waiting)
+            where = (f"; rank {who} waits" if len(waiting) == 1 else f"; ranks {who} wait") + f" in phase '{ahead.phase}'"
+        detected = f"detected by {verdict.detected_by} after {verdict.after_s} s (--timeout {verdict.timeout_s:g} s)"
+        if verdict.kind == "terminated":
+            yield Finding(Severity.ERROR, f"the run was ended from outside after {verdict.after_s} s, "
+                                          f"{verdict.signal or 'by a signal'}",
                           hint="a launcher ending the job after another rank failed, a scheduler time limit, or kill; "
                                "the ranks' phases at that moment are in the table below",
-                          evidence={"signal": verdict.get("signal")}, kind="ended-outside")
+                          evidence={"signal": verdict.signal}, kind="ended-outside")
         for st in states:  # a failure only the watchdog's states carry (the rank sent no record)
-            if st.get("error") and st["rank"] not in failed and not st.get("relayed"):
-                failures.append(Finding(Severity.ERROR, f"{_who(st)} failed in phase '{st.get('phase') or '?'}': "
-                                                        f"{st['error']}", evidence={"rank": st["rank"], "error": st["error"]}, kind="rank-error"))
-                failed.add(st["rank"])
+            if st.error and st.rank not in failed and not st.relayed:
+                failures.append(Finding(Severity.ERROR, f"{_who(st)} failed in phase '{st.phase or '?'}': "
+                                                        f"{st.error}", evidence={"rank": st.rank, "error": st.error},
+                                        kind="rank-error"))
+                failed.add(st.rank)
         # When a rank failed, the others wait for it: never "a transport problem".
-        if not bad and not failed and verdict.get("kind") != "terminated":
-            phase = max(states, key=lambda s: s.get("in_phase_s", 0)).get("phase")
+        if not bad and not failed and verdict.kind != "terminated":
+            phase = max(states, key=lambda s: s.in_phase_s or 0).phase
             yield Finding(Severity.ERROR,
                           f"all {len(states)} ranks are alive and inside the collective of phase '{phase}', "
                           f"which does not complete",
@@ -170,14 +171,14 @@ def _phase_findings(ctx):
                                   commands=("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET ddpdoctor smoke ...",
                                             "ddpdoctor network --master $MASTER_ADDR"),
                                   env={"NCCL_DEBUG": "INFO"}),
-                          evidence=verdict, kind="collective-hang")
+                          evidence=verdict.raw, kind="collective-hang")
         reported = {r for r, _ in errors}  # a rank that reported its own error is named by it, not twice
-        for st in sorted((s for s in bad if s["rank"] not in reported), key=lambda s: (s.get("index", -1), s["rank"])):
+        for st in sorted((s for s in bad if s.rank not in reported), key=lambda s: (s.index, s.rank)):
             msg, fix = _culprit_line(st)
-            extra = f"; ended by ddpdoctor: {st['ended_by_ddpdoctor']}" if st.get("ended_by_ddpdoctor") else ""
-            if st.get("relayed"):
+            extra = f"; ended by ddpdoctor: {st.ended_by_ddpdoctor}" if st.ended_by_ddpdoctor else ""
+            if st.relayed:
                 extra += "; as rank 0 last saw it"
-            yield Finding(Severity.ERROR, msg, hint=detected + where + extra, fix=fix, evidence=st, kind="hang")
+            yield Finding(Severity.ERROR, msg, hint=detected + where + extra, fix=fix, evidence=st.raw, kind="hang")
     yield from failures
     if verdict or errors:
         return
@@ -226,33 +227,34 @@ def collectives_correct(ctx):
     """
     if not ctx.records or not any(rec.correctness for rec in ctx.records.values()):
         raise Skip("no collective completed")
-    fails: dict[tuple, list[tuple[int, dict]]] = {}
+    fails: dict[tuple, list[tuple[int, CollectiveResult]]] = {}
     total = 0
     for r, rec in sorted(ctx.records.items()):
         for e in rec.correctness:
             total += 1
-            if not e.get("ok"):
-                fails.setdefault((e["op"], e.get("dtype", ""), e.get("size", 0), e.get("src", 0)), []).append((r, e))
+            if not e.ok:
+                fails.setdefault((e.op, e.dtype, e.size, e.src), []).append((r, e))
     for (op, dtype, size, src), entries in fails.items():
         r0, e0 = entries[0]
-        bad = e0.get("first_bad") or {}
+        bad = e0.first_bad
         what = f"{op} {dtype} {fmt_bytes(size)}" + (f" from rank {src}" if op == "broadcast" else "")
         if op == "all_reduce":
-            cause = _all_reduce_cause(bad.get("got", 0), bad.get("expected", 0), ctx.world_size, bool(e0.get("ones")))
+            cause = _all_reduce_cause(0 if bad.got is None else bad.got, 0 if bad.expected is None else bad.expected,
+                                      ctx.world_size, e0.ones)
         elif op == "broadcast":
-            cause = ("the data never arrived (still the receiver's initial zeros)" if bad.get("got") == 0
+            cause = ("the data never arrived (still the receiver's initial zeros)" if bad.got == 0
                      else f"not the value rank {src} sent")
         else:
-            cause = e0.get("error", "")
+            cause = e0.error
         yield Finding(Severity.ERROR,
-                      f"{what}: element {bad.get('index')} is {bad.get('got')}, expected {bad.get('expected')} "
+                      f"{what}: element {bad.index} is {bad.got}, expected {bad.expected} "
                       f"on ranks {fmt_ranks(r for r, _ in entries)} — {cause}",
                       hint=f"{len(entries)} rank(s) got wrong values; the element shown is rank {r0}'s first wrong one",
                       fix=Fix("isolate the layer that corrupts data",
                               commands=("NCCL_PROTO=Simple ddpdoctor smoke ...", "NCCL_ALGO=Ring ddpdoctor smoke ...",
                                         f"all_reduce_perf -b {size} -e {size} -c 1   # nccl-tests, data check on")),
                       evidence={"op": op, "dtype": dtype, "size": size, "src": src,
-                                "ranks": [r for r, _ in entries], "first_bad": bad})
+                                "ranks": [r for r, _ in entries], "first_bad": bad.raw})
     if not fails:
         yield Finding(Severity.INFO, f"{total} collective results compared exactly, all correct", kind="ok")
 
@@ -380,13 +382,13 @@ def gloo_next_to_nccl(ctx):
     if ctx.backend != "nccl":
         raise Skip(f"backend is {ctx.backend or 'unknown'}: every collective already ran on it")
     for r, rec in sorted(ctx.records.items()):
-        g = rec.gloo_cpu or {}
-        if g and not g.get("ok"):
+        g = rec.gloo_cpu
+        if g is not None and not g.ok:
             yield Finding(Severity.ERROR, f"rank {r} ({rec.host}): Gloo all_reduce next to NCCL failed: "
-                                          f"{g.get('error', 'wrong result')}",
+                                          f"{g.error or 'wrong result'}",
                           fix=Fix("make Gloo use the interface that reaches the other hosts",
                                   commands=("ddpdoctor network --master $MASTER_ADDR",)),
-                          evidence={"rank": r, **g})
+                          evidence={"rank": r, **g.raw})
 
 
 @check("DD507", "the backend fits every rank", category="distributed", tags={"smoke"}, timeout=2)

@@ -3,7 +3,7 @@
 One process per node (srun -N N --ntasks-per-node=1, or torchrun with one process per node):
 
 1. listen on the rendezvous port and on a port from this node's ephemeral range, answering the
-   ddpdoctor handshake (ddpdoctor/peerprobe/protocol.py), before anything slow happens;
+   ddpdoctor handshake (ddpdoctor/probes/handshake.py), before anything slow happens;
 2. connect to torch's c10d TCPStore on the first node (store.py) and publish `hello/<i>`: name,
    addresses, ephemeral port;
 3. probe a bounded set of peers (peers.py: everyone for small N; else ring neighbours, the first

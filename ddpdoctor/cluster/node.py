@@ -7,13 +7,15 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from ddpdoctor.cluster.launch import Launch
 from ddpdoctor.cluster.node_facts import addr_mtus, key_env, local_addrs, settings, versions
-from ddpdoctor.cluster.peers import ProbeListener, pair_tests, peer_set, probe_all
-from ddpdoctor.cluster.store import StoreError, connect_store, gather, get_json, run_prefix, wait_keys
+from ddpdoctor.cluster.peers import ProbeListener, Target, pair_tests, peer_set, probe_all
+from ddpdoctor.cluster.store import StoreError, connect_store, gather, get_json, read_hello, run_prefix, wait_keys
 from ddpdoctor.cluster.store import has as store_has
+from ddpdoctor.facts.noderecord import (Hello, LocalResult, MalformedRecord, NodeRecord, PairingRounds, PairSide,
+                                        round2_from_wire)
 
 
 @dataclass
@@ -37,9 +39,9 @@ PAIRS_ABOVE = 32  # up to this many nodes the full (or sampled) matrix; above it
 @dataclass
 class NodeRun:
     launch: Launch
-    record: dict[str, Any] | None = None      # what this node published
-    gathered: dict[int, dict] = field(default_factory=dict)  # on the first node: every record by index
-    hellos: dict[int, dict] = field(default_factory=dict)
+    record: NodeRecord | None = None      # what this node published
+    gathered: dict[int, NodeRecord] = field(default_factory=dict)  # on the first node: every record by index
+    hellos: dict[int, Hello] = field(default_factory=dict)
     error: str = ""                          # why this node could not take part
 
 
@@ -58,10 +60,9 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
         cfg = load(opts.config_path)
         store = connect_store(launch, hello_until - time.monotonic())
         t_store = time.monotonic()
-        hello = {"index": launch.index, "node": me, "hostname": host, "addrs": local_addrs(), "addr_mtu": addr_mtus(),
-                 "port": opts.port, "port_error": listener.port_error, "eport": listener.eport,
-                 "eport_range": list(listener.range)}
-        store.set(f"hello/{launch.index}", json.dumps(hello))
+        hello = Hello(launch.index, me, host, tuple(local_addrs()), addr_mtus(), opts.port, listener.port_error,
+                      listener.eport, tuple(listener.range))
+        store.set(f"hello/{launch.index}", json.dumps(hello.to_wire()))
         run.hellos[launch.index] = hello
         use_pairs = opts.pairs(launch.world)
         if use_pairs:
@@ -73,17 +74,18 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
         have = wait_keys(store, [f"hello/{j}" for j in peers], hello_until)
         targets = {}
         for j in peers:
-            info = get_json(store, f"hello/{j}") if f"hello/{j}" in have else None
+            # a hello that cannot be read counts as none: the peer is probed by the launcher's name for it
+            info = read_hello(store, j) if f"hello/{j}" in have else None
             if info:
                 run.hellos[j] = info
-            name = (info or {}).get("node") or (launch.names[j] if launch.names else None)
+            name = (info.node if info else "") or (launch.names[j] if launch.names else None)
             if not name:
                 continue  # torchrun: a peer that never said hello has no name to probe
-            targets[j] = {"name": name, "eport": (info or {}).get("eport"), "hello": bool(info),
-                          "expect": tuple(x for x in ((info or {}).get("node"), (info or {}).get("hostname")) if x)}
+            targets[j] = Target(name, info.eport if info else None, bool(info),
+                                tuple(x for x in (info.node, info.hostname) if x) if info else ())
 
         # node-local checks (those of `ddpdoctor prolog`) while the probes run
-        local: dict[str, Any] = {}
+        local: dict[str, tuple[LocalResult, ...]] = {}
         ctx = PrologFacts(config=cfg, nodes=list(launch.names) or [launch.store_host])
 
         def run_local() -> None:
@@ -91,7 +93,7 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
             checks = registry.select("prolog", select=cfg.select, ignore=cfg.ignore)
             res = runner.run_checks(checks, ctx, deadline=min(cfg.deadline, max(0.5, end - time.monotonic() - 1)),
                                      silenced=cfg.silenced)
-            local["results"] = [r.to_dict() for r in res]
+            local["results"] = tuple(LocalResult.from_wire(r.to_dict()) for r in res)
 
         lt = threading.Thread(target=run_local, name="cluster-local-checks", daemon=True)
         lt.start()
@@ -102,28 +104,26 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
                                       launch.index)) if use_pairs else {}
         t_probed = time.monotonic()
         lt.join(max(0.0, end - time.monotonic() - 1))
-        record = {**hello,
-                  "versions": versions(ctx.gpus), "settings": settings(ctx.raw_env, ctx.nccl_conf),
-                  "env": key_env(ctx.raw_env),
-                  "peers": peers, "probes": {str(j): p for j, p in probes.items()},
-                  "local": local.get("results", []),
-                  "timing": {"listen_s": round(t_listen - started, 3), "store_s": round(t_store - started, 3),
-                             "probe_s": round(t_probed - t_probe, 3), "total_s": round(time.monotonic() - started, 3)}}
-        if use_pairs:
-            record["pairs1"] = pair1
-        store.set(f"result/{launch.index}", json.dumps(record))
+        record = NodeRecord(
+            **vars(hello), versions=versions(ctx.gpus), settings=settings(ctx.raw_env, ctx.nccl_conf),
+            env=key_env(ctx.raw_env), peers=tuple(peers), probes=dict(probes), local=local.get("results", ()),
+            timing={"listen_s": round(t_listen - started, 3), "store_s": round(t_store - started, 3),
+                    "probe_s": round(t_probed - t_probe, 3), "total_s": round(time.monotonic() - started, 3)},
+            pairs1=pair1 if use_pairs else None)
+        store.set(f"result/{launch.index}", json.dumps(record.to_wire()))
         store.add("results", 1)
         run.record = record
         if use_pairs:
-            run.gathered = pairing_rounds(store, launch, opts, record, targets_of=lambda js: {
-                j: {"name": (run.hellos.get(j) or {}).get("node") or (launch.names[j] if launch.names else None)
-                    or _hello_name(store, j), "eport": (run.hellos.get(j) or {}).get("eport"), "hello": True,
-                    "expect": ()} for j in js}, host=host, end=end)
+            def targets_of(js):
+                return {j: Target((run.hellos[j].node if j in run.hellos else "")
+                                  or (launch.names[j] if launch.names else None) or _hello_name(store, j),
+                                  run.hellos[j].eport if j in run.hellos else None, True) for j in js}
+            run.gathered = pairing_rounds(store, launch, opts, record, targets_of=targets_of, host=host, end=end)
         elif launch.index == 0:
             run.gathered = gather(store, launch.world, end - 0.5)
             run.gathered[0] = record  # this node's own record, not its copy through the store
         if launch.index == 0:
-            run.gathered[0] = {**run.gathered.get(0, record), "incoming": list(listener.incoming)}
+            run.gathered[0] = run.gathered.get(0, record).replace(incoming=tuple(listener.incoming))
             store.set("done", "1")
         else:
             try:
@@ -144,45 +144,50 @@ def run_node(launch: Launch, opts: Options, *, started: float, say: Callable[[st
 
 def _hello_name(store, j: int) -> str | None:
     try:
-        return (get_json(store, f"hello/{j}") or {}).get("node")
-    except Exception:  # noqa: BLE001
+        h = read_hello(store, j)
+    except Exception:  # noqa: BLE001 - the store went away: no name
         return None
+    return h.node if h else None
 
 
-def _pair_result(recs: Mapping[int, dict], a: int, b: int, key: str):
+def _side(recs: Mapping[int, NodeRecord], a: int, b: int, key: str) -> PairSide | None:
+    """a's side of its test with b in round `key` ("pairs1" / "pairs2"), if a published one."""
+    rec = recs.get(a)
+    sides = getattr(rec, key) if rec is not None else None
+    return (sides or {}).get(b)
+
+
+def _pair_result(recs: Mapping[int, NodeRecord], a: int, b: int, key: str):
     from ddpdoctor.cluster.pairing import PairTest
-    sa = ((recs.get(a) or {}).get(key) or {}).get(str(b))
-    sb = ((recs.get(b) or {}).get(key) or {}).get(str(a))
-    ok = bool(sa and sb and sa["ok"] and sb["ok"])
-    return PairTest(a, b, ok, max(sa["seconds"], sb["seconds"]) if ok else 0.0, "" if ok else _why(sa, sb))
+    sa, sb = _side(recs, a, b, key), _side(recs, b, a, key)
+    ok = bool(sa and sb and sa.ok and sb.ok)
+    return PairTest(a, b, ok, max(sa.seconds, sb.seconds) if ok else 0.0, "" if ok else _why(sa, sb))
 
 
-def _why(sa: dict | None, sb: dict | None) -> str:
+def _why(sa: PairSide | None, sb: PairSide | None) -> str:
     """What failed in a pair test, in the order the test runs: the probes (cells), the 1 MiB
     transfer, the Gloo all-reduce."""
-    cells = f"{(sa or {}).get('cell', '?')}/{(sb or {}).get('cell', '?')}"
+    cells = f"{sa.cell if sa else '?'}/{sb.cell if sb else '?'}"
     if cells != "ok/ok":
         return cells
     for side in (sa, sb):
-        bulk = (side or {}).get("bulk") or {}
-        if bulk and not bulk.get("complete"):
-            return f"transfer: {bulk.get('error') or 'incomplete'}"
+        if side.transfer_error is not None:
+            return f"transfer: {side.transfer_error}"
     for side in (sa, sb):
-        ar = (side or {}).get("allreduce") or {}
-        if ar and not ar.get("ok"):
-            return f"all-reduce: {ar.get('error') or 'failed'}"
+        if side.allreduce_error is not None:
+            return f"all-reduce: {side.allreduce_error}"
     return cells
 
 
-def pairing_rounds(store, launch: Launch, opts: Options, record: dict, *, targets_of, host: str,
-                   end: float) -> dict[int, dict]:
+def pairing_rounds(store, launch: Launch, opts: Options, record: NodeRecord, *, targets_of, host: str,
+                   end: float) -> dict[int, NodeRecord]:
     """Round 1 is done (every node published `pairs1`). The first node gathers it, plans round 2
     (suspects with known-good partners) and publishes it; the nodes in it test their partners and
     publish `pairs2`; the first node gathers again and judges. Returns every record (first node)."""
     from ddpdoctor.cluster import pairing
     me, world = launch.index, launch.world
     mid = time.monotonic() + (end - time.monotonic()) * 0.5
-    gathered: dict[int, dict] = {}
+    gathered: dict[int, NodeRecord] = {}
     if me == 0:
         gathered = gather(store, world, mid)
         gathered[0] = record
@@ -197,12 +202,12 @@ def pairing_rounds(store, launch: Launch, opts: Options, record: dict, *, target
     involved = sorted({x for pair in r2 for x in pair})
     if mine:
         probes2 = probe_all(targets_of(mine), port=opts.port, me=host, timeout=opts.probe_timeout)
-        rec2 = {"probes2": {str(j): p for j, p in probes2.items()}, "pairs2": pair_tests(probes2, port=opts.port, probe_timeout=opts.probe_timeout,
-                                       allreduce=(launch.store_host, launch.store_port,
-                                                  run_prefix(launch) + "round2", me))}
-        store.set(f"result2/{me}", json.dumps(rec2))
+        pairs2 = pair_tests(probes2, port=opts.port, probe_timeout=opts.probe_timeout,
+                            allreduce=(launch.store_host, launch.store_port, run_prefix(launch) + "round2", me))
+        mine2 = record.replace(probes2=probes2, pairs2=pairs2)
+        store.set(f"result2/{me}", json.dumps({k: v for k, v in mine2.to_wire().items() if k in ("probes2", "pairs2")}))
         if me == 0:
-            record.update(rec2)
+            gathered[0] = mine2
     if me != 0:
         return {}
     deadline2 = end - 0.5
@@ -210,15 +215,19 @@ def pairing_rounds(store, launch: Launch, opts: Options, record: dict, *, target
     wait_keys(store, keys, deadline2)
     for j in involved:
         if j != 0 and store_has(store, f"result2/{j}") and j in gathered:
-            gathered[j].update(get_json(store, f"result2/{j}"))
+            try:
+                probes2, pairs2 = round2_from_wire(get_json(store, f"result2/{j}"))
+            except (MalformedRecord, ValueError):
+                continue  # unreadable: that node's round-2 tests count as failed ("?"), not as a crash
+            gathered[j] = gathered[j].replace(probes2=probes2, pairs2=pairs2)
     second = [_pair_result(gathered, a, b, "pairs2") for a, b in r2]
     v = pairing.judge(first, second)
     # round-2 probes join the matrix, so the usual checks see those cells too
-    for j, rec in gathered.items():
-        for k, p in (rec.get("probes2") or {}).items():
-            rec.setdefault("probes", {}).setdefault(k, p)
-    gathered[0]["pairing"] = {"round1": [[t.a, t.b, t.ok, t.seconds, t.detail] for t in first],
-                              "round2": [[t.a, t.b, t.ok, t.seconds, t.detail] for t in second],
-                              "bad": v.bad, "slow": v.slow, "cleared": v.cleared,
-                              "inconclusive": v.inconclusive, "rounds": v.rounds, "tests": v.tests}
+    for j, rec in list(gathered.items()):
+        if rec.probes2:
+            gathered[j] = rec.replace(probes={**rec.probes, **{k: p for k, p in rec.probes2.items() if k not in rec.probes}})
+    gathered[0] = gathered[0].replace(pairing=PairingRounds(
+        tuple((t.a, t.b, t.ok, t.seconds, t.detail) for t in first),
+        tuple((t.a, t.b, t.ok, t.seconds, t.detail) for t in second),
+        tuple(v.bad), tuple(v.slow), tuple(v.cleared), tuple(v.inconclusive), v.rounds, v.tests))
     return gathered

@@ -4,14 +4,16 @@ then, in the pairing rounds, move 1 MiB each way through the peer's listener and
 over Gloo with it (allreduce.py)."""
 from __future__ import annotations
 
+import dataclasses
 import random
 import socket
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from ddpdoctor.facts.cluster import OK, cell
-from ddpdoctor.peerprobe.protocol import hello as hello_probe
+from ddpdoctor.facts.noderecord import PairSide, PeerProbe, PortProbe
+from ddpdoctor.probes.handshake import hello as hello_probe
 from ddpdoctor.probes import dns, sockets
 
 
@@ -54,51 +56,57 @@ def ProbeListener(port: int, me: str, *, port_range: tuple[int, int] | None = No
 # ----------------------------------------------------------------------------- probes
 
 def probe_peer(name: str, *, port: int, eport: int | None, expect: Sequence[str], me: str,
-               timeout: float) -> dict[str, Any]:
+               timeout: float) -> PeerProbe:
     """Resolve `name` as a job would and connect to its rendezvous and ephemeral ports.
 
     `expect` holds the names the peer answers to (its node name and hostname): a handshake answered
     by another host means the name resolves to the wrong machine.
     """
     r = dns.resolve(name, timeout=timeout)
-    out: dict[str, Any] = {"name": name, "addrs": list(r.addrs), "resolve_error": r.error,
-                           "resolve_ms": round(r.duration_s * 1000, 1), "resolve_timed_out": r.timed_out}
+    looked_up = PeerProbe(name, tuple(r.addrs), r.error, round(r.duration_s * 1000, 1), r.timed_out)
     addr = (r.ipv4 or r.addrs or (None,))[0]
     if r.ipv4 and len(r.ipv4) != len(r.addrs):
         # A and AAAA: probe the address torch's c10d would try first (see dns.c10d_order, DD210)
         addr = (dns.c10d_order(name, timeout=timeout).addrs or (addr,))[0]
-    out["addr"] = addr
     if addr is None:
-        return out
+        return looked_up
     t = sockets.tcp_probe(addr, port, timeout=timeout)
-    rdzv: dict[str, Any] = {"state": t.state, "ms": round(t.latency_s * 1000, 1), "error": t.error}
+    rdzv = PortProbe(t.state, round(t.latency_s * 1000, 1), t.error)
     if t.state == sockets.OPEN:
         h = hello_probe(addr, port, me, timeout=timeout)
-        rdzv["ddpdoctor"] = h.is_ddpdoctor
-        rdzv["answered_by"] = h.peer_host if h.is_ddpdoctor else ""
-        if h.is_ddpdoctor and expect and h.peer_host not in expect and h.peer_host != "?":
-            rdzv["state"] = "wrong-host"
-    out["rdzv"] = rdzv
+        wrong = h.is_ddpdoctor and expect and h.peer_host not in expect and h.peer_host != "?"
+        rdzv = PortProbe("wrong-host" if wrong else t.state, rdzv.ms, rdzv.error, h.is_ddpdoctor,
+                         h.peer_host if h.is_ddpdoctor else "")
+    eph = None
     if eport:
-        from ddpdoctor.peerprobe.protocol import ephemeral
+        from ddpdoctor.probes.handshake import ephemeral
         e = ephemeral(addr, eport, me, timeout=timeout)
-        out["eph"] = {"state": e.state, "ms": round(e.latency_s * 1000, 1), "error": e.error, "port": eport}
-    return out
+        eph = PortProbe(e.state, round(e.latency_s * 1000, 1), e.error, port=eport)
+    return dataclasses.replace(looked_up, addr=addr, rdzv=rdzv, eph=eph)
 
 
-def probe_all(targets: Mapping[int, dict[str, Any]], *, port: int, me: str, timeout: float) -> dict[int, dict[str, Any]]:
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A peer to probe: the name a job would use, its ephemeral port, whether it said hello, and the
+    names its handshake may answer with (its node name and hostname)."""
+    name: str
+    eport: int | None = None
+    hello: bool = False
+    expect: tuple[str, ...] = ()
+
+
+def probe_all(targets: Mapping[int, Target], *, port: int, me: str, timeout: float) -> dict[int, PeerProbe]:
     """Probe every target at once (a thread each, bounded by the probe timeout)."""
-    results: dict[int, dict[str, Any]] = {}
+    results: dict[int, PeerProbe] = {}
     lock = threading.Lock()
 
-    def one(j: int, info: dict[str, Any]) -> None:
+    def one(j: int, info: Target) -> None:
         try:
-            res = probe_peer(info["name"], port=port, eport=info.get("eport"), expect=info.get("expect", ()),
-                             me=me, timeout=timeout)
+            res = probe_peer(info.name, port=port, eport=info.eport, expect=info.expect, me=me, timeout=timeout)
         except Exception as e:  # noqa: BLE001 - a probe bug must not lose the others
-            res = {"name": info["name"], "error": f"{type(e).__name__}: {e}"}
-        if not info.get("hello"):
-            res["no_hello"] = True
+            res = PeerProbe(info.name, error=f"{type(e).__name__}: {e}")
+        if not info.hello:
+            res = dataclasses.replace(res, no_hello=True)
         with lock:
             results[j] = res
 
@@ -112,33 +120,33 @@ def probe_all(targets: Mapping[int, dict[str, Any]], *, port: int, me: str, time
         return dict(results)
 
 
-def pair_tests(probes: Mapping[int, dict], *, port: int, probe_timeout: float,
-               allreduce: tuple[str, int, str, int] | None = None) -> dict[str, dict]:
+def pair_tests(probes: Mapping[int, PeerProbe], *, port: int, probe_timeout: float,
+               allreduce: tuple[str, int, str, int] | None = None) -> dict[int, PairSide]:
     """This node's side of each pair test: both ports answered, then 1 MiB each way through the
     peer's listener (probes/pathmtu.bulk) within the probe timeout, then (with `allreduce` =
     (store host, store port, round tag, this node's index)) a 2-rank Gloo all-reduce of 1 MiB
     (cluster/allreduce.py): ok and seconds, per peer."""
     from ddpdoctor.probes import pathmtu
-    out: dict[str, dict] = {}
+    out: dict[int, PairSide] = {}
     lock = threading.Lock()
 
-    def one(j: int, p: dict) -> None:
-        res = {"ok": False, "seconds": 0.0, "cell": cell(p)}
-        if res["cell"] == OK and p.get("addr"):
-            b = pathmtu.bulk(p["addr"], port, socket.gethostname(), deadline_s=probe_timeout,
+    def one(j: int, p: PeerProbe) -> None:
+        res = PairSide(False, 0.0, cell(p))
+        if res.cell == OK and p.addr:
+            b = pathmtu.bulk(p.addr, port, socket.gethostname(), deadline_s=probe_timeout,
                              connect_timeout=probe_timeout)
-            res.update(ok=b.complete, seconds=round(b.up_s + b.down_s, 4),
-                       bulk={"sent_ok": b.sent_ok, "back_ok": b.back_ok, "error": b.error, "complete": b.complete})
-        if allreduce is not None and res["cell"] == OK:
+            res = PairSide(b.complete, round(b.up_s + b.down_s, 4), res.cell,
+                           {"sent_ok": b.sent_ok, "back_ok": b.back_ok, "error": b.error, "complete": b.complete})
+        if allreduce is not None and res.cell == OK:
             # both ends join whatever the transfer showed: the peer cannot know our result, and a
             # group it waits for alone would only cost it the timeout
             from ddpdoctor.cluster.allreduce import pair_allreduce, pair_prefix
             host, sport, tag, me = allreduce
             a = pair_allreduce(host, sport, pair_prefix(tag, me, j), 0 if me < j else 1, probe_timeout)
-            res["allreduce"] = a
-            res.update(ok=res["ok"] and a["ok"], seconds=round(res["seconds"] + a["seconds"], 4))
+            res = dataclasses.replace(res, ok=res.ok and a["ok"], seconds=round(res.seconds + a["seconds"], 4),
+                                      allreduce=a)
         with lock:
-            out[str(j)] = res
+            out[j] = res
 
     threads = [threading.Thread(target=one, args=(j, p), daemon=True) for j, p in probes.items()]
     for t in threads:

@@ -20,16 +20,16 @@ def build_report(view, results: Sequence[CheckResult], *, launch, opts, out_dir:
     pv = view.pairing
     extra: dict[str, Any] = {"cluster": {
         "files_error": file_error, "html": html, "missing_label": view.label(view.missing),
-        "pairing_labels": {k: view.label(pv.get(k) or []) for k in ("bad", "slow", "inconclusive")} if pv else None,
+        "pairing_labels": {k: view.label(getattr(pv, k)) for k in ("bad", "slow", "inconclusive")} if pv else None,
         "summary": view.summary(),
         "mode": launch.mode, "nodes": view.names, "port": opts.port, "store": view.store,
         "missing": [view.names[i] for i in view.missing], "passing": passing, "failing": failing,
         "files": list(files), "max_peers": opts.max_peers, "seed": opts.seed,
         "fingerprint": view.majority_fingerprint(), "strategy": "pairs" if opts.pairs(launch.world) else "matrix",
-        "pairing": view.pairing,
+        "pairing": pv.to_wire() if pv else None,
         "matrix": view.matrix(),
-        "timing": {view.names[i]: (view.records[i].get("timing") or {}) for i in sorted(view.records)},
-        "incoming_first_node": (view.records.get(0) or {}).get("incoming", [])}}
+        "timing": {view.names[i]: view.timing(i) for i in sorted(view.records)},
+        "incoming_first_node": view.incoming}}
     return Report("cluster", view.hostname, tuple(results), duration_s, extra=extra)
 
 
@@ -48,9 +48,9 @@ def write_heatmap(path: str, view, *, failing) -> str:
     from ddpdoctor.render.heatmap import heatmap_html
 
     def tip(i, j):
-        p = view.probe(i, j) or {}
-        r = p.get("rdzv") or {}
-        return f"{r.get('state', '')} {r.get('ms', '')} ms".strip() if r else ""
+        p = view.probe(i, j)
+        r = p.rdzv if p is not None else None
+        return f"{r.state} {r.ms} ms".strip() if r else ""
 
     page = heatmap_html(view.names, view.cell, title=f"ddpdoctor cluster: {view.world} nodes, port {view.port}",
                         subtitle=f"failing: {view.label(failing) or 'none'}", failing=failing, tooltip=tip)

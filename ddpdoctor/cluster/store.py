@@ -7,6 +7,8 @@ import os
 import time
 from typing import Any, Sequence
 
+from ddpdoctor.facts.noderecord import Hello, MalformedRecord, NodeRecord
+
 KEY_PREFIX = "ddpdoctor/cluster"
 
 
@@ -57,8 +59,34 @@ def wait_keys(store, keys: Sequence[str], until: float, poll: float = 0.05) -> s
         time.sleep(poll)
 
 
-def gather(store, world: int, until: float) -> dict[int, dict]:
-    """Every node's record by index, waiting until `until`; missing nodes are absent."""
+def read_json(store, key: str) -> Any:
+    """The JSON value under `key`; MalformedRecord when it is not JSON (another version, a damaged value)."""
+    raw = store.get(key)
+    try:
+        return json.loads(raw.decode())
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise MalformedRecord(f"{key} is not JSON: {str(e)[:60]}") from None
+
+
+def read_hello(store, j: int) -> Hello | None:
+    """Node j's hello, typed; None when it cannot be read (its peers then probe it by the launcher's name)."""
+    try:
+        return Hello.from_wire(read_json(store, f"hello/{j}"))
+    except MalformedRecord:
+        return None
+
+
+def _record(store, key: str, j: int, **extra) -> NodeRecord:
+    try:
+        value = read_json(store, key)
+    except MalformedRecord as e:
+        return NodeRecord(j, "", malformed=str(e))
+    return NodeRecord.from_wire({**value, **extra} if isinstance(value, dict) else value, j)
+
+
+def gather(store, world: int, until: float) -> dict[int, NodeRecord]:
+    """Every node's record by index, typed once here (facts/noderecord.py), waiting until `until`;
+    missing nodes are absent, a node whose record cannot be read has one that says why."""
     while time.monotonic() < until:
         try:
             if int(store.add("results", 0)) >= world:
@@ -66,11 +94,11 @@ def gather(store, world: int, until: float) -> dict[int, dict]:
         except Exception:  # noqa: BLE001
             break
         time.sleep(0.05)
-    out: dict[int, dict] = {}
+    out: dict[int, NodeRecord] = {}
     for j in range(world):
         key = f"result/{j}"
         if has(store, key):
-            out[j] = get_json(store, key)
+            out[j] = _record(store, key, j)
         elif has(store, f"hello/{j}"):
-            out[j] = {**get_json(store, f"hello/{j}"), "unfinished": True}
+            out[j] = _record(store, f"hello/{j}", j, unfinished=True)
     return out

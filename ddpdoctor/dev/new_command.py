@@ -86,6 +86,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.torchjob  # a real process on this machine, not a unit test (tests/conftest.py)
 ROOT = Path(__file__).resolve().parents[1]
 
 

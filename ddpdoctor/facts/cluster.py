@@ -1,6 +1,7 @@
 """The cluster view: every node's record as the first node gathered it (ddpdoctor/cluster/node.py),
-the typed context the DD71x checks judge (ddpdoctor/checks/slurm.py). Plain data in, so it is
-built from JSON in tests; render/cluster.py and render/heatmap.py draw it.
+the typed context the DD71x checks judge (ddpdoctor/checks/cluster.py). Records are NodeRecords
+(facts/noderecord.py); JSON records (from the store, or in tests) are parsed into them on the way in.
+render/cluster.py and render/heatmap.py draw it.
 """
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ddpdoctor.facts.noderecord import LocalResult, NodeRecord, PairingRounds, PeerProbe
 from ddpdoctor.probes import sockets
 
 
@@ -15,17 +17,17 @@ OK, NOT_PROBED, NO_NAME, WRONG_HOST, RDZV_FAIL, EPH_FAIL, BOTH_FAIL, UNKNOWN = "
 MATRIX_MAX = 64  # up to this many nodes the report carries (and shows) the full matrix
 
 
-def cell(probe: Mapping[str, Any] | None) -> str:
+def cell(probe: PeerProbe | None) -> str:
     if probe is None:
         return NOT_PROBED
-    if not probe.get("addr"):
+    if not probe.addr:
         return NO_NAME
-    rd = (probe.get("rdzv") or {}).get("state")
+    rd = probe.rdzv.state if probe.rdzv else None
     if rd == "wrong-host":
         return WRONG_HOST
-    eph = probe.get("eph")
+    eph = probe.eph
     rd_ok = rd == sockets.OPEN
-    eph_ok = eph is None or eph.get("state") == sockets.OPEN
+    eph_ok = eph is None or eph.state == sockets.OPEN
     if rd_ok and eph_ok:
         return OK
     if not rd_ok and (eph is None or not eph_ok):
@@ -38,37 +40,53 @@ class Pair:
     src: int
     dst: int
     kind: str            # NO_NAME, WRONG_HOST, RDZV_FAIL, EPH_FAIL, BOTH_FAIL
-    probe: dict[str, Any]
+    probe: PeerProbe
 
 
 class ClusterView:
     """Every node's record, judged by the DD71x checks; built on the first node (or from JSON in tests)."""
 
-    def __init__(self, records: Mapping[int, dict], world: int, *, names: Sequence[str] = (), port: int = 29400,
-                 store: str = "", elapsed_s: float = 0.0, reference: Mapping[str, str] | None = None):
+    def __init__(self, records: Mapping[Any, NodeRecord | Mapping], world: int, *, names: Sequence[str] = (),
+                 port: int = 29400, store: str = "", elapsed_s: float = 0.0, reference: Mapping[str, str] | None = None):
         self.reference = dict(reference) if reference else None  # DD720: a fingerprint file, else the majority
-        self.records = {int(k): v for k, v in records.items()}
+        # JSON records (the store's, a test's) are typed here, once; one that cannot be read says why
+        self.records: dict[int, NodeRecord] = {
+            int(k): v if isinstance(v, NodeRecord) else NodeRecord.from_wire(v, int(k)) for k, v in records.items()}
         self.world = world
         self.port = port
         self.store = store
         self.elapsed_s = elapsed_s
-        probed = {int(j): p.get("name") for r in self.records.values() for j, p in (r.get("probes") or {}).items()}
-        self.names = [(self.records.get(i) or {}).get("node") or (names[i] if i < len(names) else None)
-                      or probed.get(i) or f"rank{i}" for i in range(world)]
-        self.hostname = (self.records.get(0) or {}).get("hostname", self.names[0] if self.names else "?")
+        probed = {j: p.name for r in self.records.values() for j, p in r.probes.items()}
+        self.names = [self._own_name(i) or (names[i] if i < len(names) else None) or probed.get(i) or f"rank{i}"
+                      for i in range(world)]
+        first = self.records.get(0)
+        self.hostname = first.hostname if first is not None and not first.malformed else (self.names[0] if self.names else "?")
+
+    def _own_name(self, i: int) -> str:
+        r = self.records.get(i)
+        return r.node if r is not None else ""
+
+    def record(self, i: int) -> NodeRecord | None:
+        """What node i published (None: nothing), whether or not it finished."""
+        return self.records.get(i)
 
     # -- who took part
     @property
     def missing(self) -> list[int]:
-        return [i for i in range(self.world) if i not in self.records or self.records[i].get("unfinished")]
+        return [i for i in range(self.world) if i not in self.records or self.records[i].missing]
+
+    @property
+    def malformed(self) -> dict[int, str]:
+        """node -> why the record it published could not be read."""
+        return {i: r.malformed for i, r in sorted(self.records.items()) if r.malformed}
 
     def finished(self, i: int) -> bool:
-        return i in self.records and not self.records[i].get("unfinished")
+        return i in self.records and not self.records[i].missing
 
-    def probe(self, src: int, dst: int) -> dict[str, Any] | None:
+    def probe(self, src: int, dst: int) -> PeerProbe | None:
         if not self.finished(src):
             return None
-        return (self.records[src].get("probes") or {}).get(str(dst))
+        return self.records[src].probes.get(dst)
 
     def cell(self, src: int, dst: int) -> str:
         if src == dst:
@@ -84,12 +102,12 @@ class ClusterView:
                 if i != j:
                     c = self.cell(i, j)
                     if c not in (OK, NOT_PROBED, UNKNOWN, "-"):
-                        out.append(Pair(i, j, c, self.probe(i, j) or {}))
+                        out.append(Pair(i, j, c, self.probe(i, j) or PeerProbe("")))
         return out
 
     def seen_by(self, j: int) -> list[int]:
         """Reporting nodes whose probe reached node j's rendezvous port (ddpdoctor answered)."""
-        return [i for i in range(self.world) if i != j and (self.probe(i, j) or {}).get("rdzv", {}).get("ddpdoctor")]
+        return [i for i in range(self.world) if i != j and _answered(self.probe(i, j))]
 
     # -- names
     def resolutions(self) -> dict[int, dict[str, list[int]]]:
@@ -98,21 +116,24 @@ class ClusterView:
         for i in range(self.world):
             if not self.finished(i):
                 continue
-            for j_s, p in (self.records[i].get("probes") or {}).items():
-                if p.get("addr"):
-                    out.setdefault(int(j_s), {}).setdefault(p["addr"], []).append(i)
+            for j, p in self.records[i].probes.items():
+                if p.addr:
+                    out.setdefault(j, {}).setdefault(p.addr, []).append(i)
         return out
 
     def own_addrs(self, j: int) -> list[str]:
-        return list((self.records.get(j) or {}).get("addrs") or [])
+        r = self.records.get(j)
+        return list(r.addrs) if r is not None else []
 
     # -- drift
     def drift(self, section: str) -> dict[str, dict[str, list[int]]]:
-        """key -> {value: [nodes]} for every key whose value differs between reporting nodes."""
+        """key -> {value: [nodes]} for every key whose value differs between reporting nodes
+        (`section`: "versions" or "settings")."""
         values: dict[str, dict[int, str]] = {}
         done = [i for i in range(self.world) if self.finished(i)]
         for i in done:
-            for k, v in (self.records[i].get(section) or {}).items():
+            section_of = self.records[i].versions if section == "versions" else self.records[i].settings
+            for k, v in section_of.items():
                 values.setdefault(k, {})[i] = v
         out = {}
         for k, per in values.items():
@@ -126,8 +147,8 @@ class ClusterView:
     # -- fingerprint (DD720)
     def fingerprint(self, i: int) -> dict[str, str]:
         """Versions, NCCL_/GLOO_ settings and key variables of node i, flattened."""
-        r = self.records.get(i) or {}
-        return {**(r.get("versions") or {}), **(r.get("settings") or {}), **(r.get("env") or {})}
+        r = self.records.get(i)
+        return {**r.versions, **r.settings, **r.env} if r is not None else {}
 
     def majority_fingerprint(self) -> dict[str, str]:
         """Per key, the value most reporting nodes have (unset counts as a value)."""
@@ -158,19 +179,36 @@ class ClusterView:
         return out
 
     # -- verdict per node
-    def local_failures(self) -> dict[int, list[dict]]:
+    def local_failures(self) -> dict[int, list[LocalResult]]:
         out = {}
         for i in range(self.world):
             if self.finished(i):
-                bad = [r for r in self.records[i].get("local") or [] if r.get("status") == "fail"]
+                bad = [r for r in self.records[i].local if r.status == "fail"]
                 if bad:
                     out[i] = bad
         return out
 
     @property
-    def pairing(self) -> dict | None:
+    def pairing(self) -> PairingRounds | None:
         """The two pairing rounds' verdict (large clusters, cluster/pairing.py), else None."""
-        return (self.records.get(0) or {}).get("pairing")
+        first = self.records.get(0)
+        return first.pairing if first is not None else None
+
+    def timing(self, i: int) -> dict[str, float]:
+        """How long node i took to listen, reach the store, probe, in all (the report's per-node timing)."""
+        r = self.records.get(i)
+        return dict(r.timing) if r is not None else {}
+
+    @property
+    def incoming(self) -> list:
+        """Who connected to the first node's listener during the run."""
+        first = self.records.get(0)
+        return list(first.incoming or ()) if first is not None else []
+
+    def mtu_of(self, j: int) -> dict[str, int]:
+        """address -> MTU of the interface carrying it, on node j."""
+        r = self.records.get(j)
+        return dict(r.addr_mtu) if r is not None else {}
 
     def failing(self) -> list[int]:
         """Nodes to exclude so that every remaining pair connects: missing nodes, nodes whose own
@@ -179,7 +217,7 @@ class ClusterView:
         what comes in)."""
         bad = set(self.missing) | set(self.local_failures())
         if self.pairing:
-            bad |= set(self.pairing.get("bad") or [])
+            bad |= set(self.pairing.bad)
         pairs = [(p.src, p.dst) for p in self.pairs() if p.src not in bad and p.dst not in bad]
         while pairs:
             score: Counter = Counter()
@@ -216,3 +254,8 @@ class ClusterView:
         by_dst = Counter(p.dst for p in pairs)
         return {"probes": probed, "pairs": self.world * (self.world - 1), "failed": len(pairs),
                 "unreachable_from": [[self.names[j], c] for j, c in by_dst.most_common(10)]}
+
+
+def _answered(p: PeerProbe | None) -> bool:
+    """A probe reached the peer's rendezvous port and ddpdoctor answered the handshake there."""
+    return bool(p is not None and p.rdzv is not None and p.rdzv.ddpdoctor)

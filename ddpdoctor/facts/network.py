@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ddpdoctor.facts import EnvContext
-from ddpdoctor.peerprobe import protocol as handshake
+from ddpdoctor.probes import handshake
 from ddpdoctor.memo import lazy
 from ddpdoctor.probes import dns, pathmtu, sockets
 from ddpdoctor.probes.nics import Nic, list_nics, nic_with_addr
@@ -55,15 +55,6 @@ class PathMtu:
             if b and b.supported and b.peer_if:
                 return b.peer_if
         return "?"
-
-
-def read_port_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int] | None:
-    try:
-        with open(path) as f:
-            lo, hi = (int(x) for x in f.read().split()[:2])
-        return lo, hi
-    except (OSError, ValueError):
-        return None
 
 
 def nccl_conf_paths(env: Mapping[str, str]) -> tuple[str, ...]:

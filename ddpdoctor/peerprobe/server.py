@@ -1,4 +1,4 @@
-"""`ddpdoctor network --listen`: the master side of the probe protocol (see protocol.py).
+"""`ddpdoctor network --listen`: the master side of the probe protocol (see ddpdoctor/probes/handshake.py).
 
 Replaces `nc -l 29400`: it holds the rendezvous port and a second port from this host's
 ephemeral range, answers each worker's handshake, prints who connected from which address and
@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ddpdoctor.peerprobe.protocol import PROTO, clean_token, read_line
-from ddpdoctor.facts.network import read_port_range
+from ddpdoctor.probes.handshake import PROTO, clean_token, read_line
 from ddpdoctor.probes.nics import list_nics, nic_with_addr
+from ddpdoctor.probes.sockets import read_port_range
 
 
 MAX_HANDLERS = 64  # connections answered at once; each waits at most 2 s for its one line

@@ -31,7 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ddpdoctor.peerprobe.protocol import PROTO, clean_token, read_line
+from ddpdoctor.probes.handshake import PROTO, clean_token, read_line
 
 BULK_BYTES = 1 << 20      # 1 MiB: far above one jumbo frame, small enough for a slow link in 2 s
 MAX_BULK_BYTES = 16 << 20  # what a listener accepts

@@ -106,3 +106,13 @@ def try_bind(port: int, host: str = "") -> BindResult:
         finally:
             s.close()
     return BindResult(port, True, last)  # no family could even try: nothing shows the port as taken
+
+
+def read_port_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int] | None:
+    """The kernel's ephemeral port range (lo, hi): where Gloo and NCCL listen after rendezvous; None if unreadable."""
+    try:
+        with open(path) as f:
+            lo, hi = (int(x) for x in f.read().split()[:2])
+        return lo, hi
+    except (OSError, ValueError):
+        return None

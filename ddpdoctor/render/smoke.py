@@ -58,7 +58,7 @@ def rank_table(ranks: list[RankRecord], world_size: int) -> list[str]:
              "GPU memory"]]
     for rec in ranks:
         ph = rec.phases
-        ok = sum(1 for e in rec.correctness if e.get("ok"))
+        ok = sum(1 for e in rec.correctness if e.ok)
         state = "error" if rec.error else f"{ok}/{len(rec.correctness)}"
         rows.append([str(rec.rank), rec.host, "?" if rec.local_rank is None else str(rec.local_rank), rec.device,
                      _secs(ph.get("import torch")), _secs(ph.get("init")), _secs(ph.get("correctness")),

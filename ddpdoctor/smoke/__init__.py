@@ -2,7 +2,9 @@
 
 Layout (torch is imported only by `worker`, which always runs in a child process):
 
-    (the click command lives in ddpdoctor/cli/smoke.py)
+    (the click command lives in ddpdoctor/cli/smoke.py: parse -> run.py -> report.py -> render)
+    run.py        one run from this process's side: start the ranks, the --fix re-run, a non-zero rank's exit
+    budget.py     every time limit of the run, derived from --timeout, each margin named with its reason
     launch.py     torchrun / srun / mpirun / standalone: what each launcher tells a process
     supervise.py  runs worker processes in their own sessions, reads their progress, kills on timeout
     worker.py     the torch side: store, backend, init, collectives, bandwidth, NVML snapshots

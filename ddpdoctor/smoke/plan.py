@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from ddpdoctor import units
+from ddpdoctor.smoke.budget import SmokeBudget
 from ddpdoctor.units import KiB, MiB, fmt_bytes
 
 DEFAULT_MAX_SIZE = 64 * MiB
@@ -19,14 +20,13 @@ DEFAULT_TIMEOUT = 30.0
 # the version pin does not choose CPU vs CUDA, the index does (PyPI's default on Linux x86-64 is CUDA)
 TORCH_INSTALL = ("install the torch your job uses; without a GPU the CPU build: "
                  "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
-STARTUP_TIMEOUT = 60.0  # importing torch from a cold network filesystem can take this long
 
 START, IMPORT, STORE, BACKEND, PREAMBLE, INIT = "start", "import torch", "store", "backend", "preamble", "init"
 NVML_BEFORE, NVML_AFTER_INIT, NVML_AFTER_FIRST = "before init", "after init", "after first collective"
 REPORT, DONE = "report", "done"
 # Phases that wait for the slowest rank to start (importing torch, connecting to the store: in
 # "backend" every rank waits until all have arrived) or run the user's own set-up code: they get
-# the start-up allowance. From "init" on, every rank is there and --timeout applies.
+# the start-up allowance (SmokeBudget.startup). From "init" on, every rank is there and --timeout applies.
 STARTUP_PHASES = (START, IMPORT, STORE, BACKEND, PREAMBLE)
 
 
@@ -53,12 +53,14 @@ class SmokeConfig:
         return cls(**{k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(cls)}})
 
     @property
-    def startup_timeout(self) -> float:
-        return max(self.timeout, STARTUP_TIMEOUT)
+    def budget(self) -> SmokeBudget:
+        """Every time limit of the run, derived from --timeout (ddpdoctor/smoke/budget.py); not a field,
+        so the config every rank is sent, and the report's `config`, stay as they were."""
+        return SmokeBudget(self.timeout)
 
     def limit_for(self, phase: str) -> float:
         """Seconds a rank may stay in `phase` before it counts as stuck."""
-        return self.startup_timeout if phase in STARTUP_PHASES else self.timeout
+        return self.budget.startup if phase in STARTUP_PHASES else self.budget.phase
 
 
 def parse_size(text: str) -> int:

@@ -25,8 +25,6 @@ from ddpdoctor.smoke.plan import DONE, IMPORT, START, SmokeConfig
 # Phases a rank is in before it has finished starting: from "store" on it waits for the others.
 NOT_STARTED = (START, IMPORT)
 
-AFTER_ERROR_LIMIT = 3.0  # seconds; a missing heartbeat for this long, after an error, means dead
-
 
 def heartbeat(rank: int, index: int, phase: str, beat: int, host: str, pid: int, local_rank: int | None,
               in_phase_s: float, err: str | None = None, in_collective: bool = False) -> dict[str, Any]:
@@ -100,13 +98,14 @@ class Tracker:
     def late(self, now: float, ranks: Iterable[int] | None = None) -> list[int]:
         """Ranks (among `ranks`, default all) that are stuck, silent, dead, or never showed up."""
         trouble = self.any_trouble()
+        budget = self.cfg.budget
         # how far a rank that has not started lags the first one that did: over --timeout is late
-        lagging = self.first_started_at is not None and now - self.first_started_at > self.cfg.timeout
+        lagging = self.first_started_at is not None and now - self.first_started_at > budget.start_lag
         out = []
         for r in (range(self.world_size) if ranks is None else ranks):
             st = self.ranks.get(r)
             if st is None:
-                if lagging or now - self.t0 > self.cfg.startup_timeout:
+                if lagging or now - self.t0 > budget.startup:
                     out.append(r)
                 continue
             if st.phase == DONE and not st.exit:
@@ -114,12 +113,12 @@ class Tracker:
             if st.exit and st.phase != DONE:
                 out.append(r)
                 continue
-            if lagging and st.phase in NOT_STARTED and now - st.phase_since > self.cfg.timeout:
+            if lagging and st.phase in NOT_STARTED and now - st.phase_since > budget.start_lag:
                 out.append(r)
                 continue
             limit = self.cfg.limit_for(st.phase)
             if trouble:
-                limit = min(limit, AFTER_ERROR_LIMIT)
+                limit = min(limit, budget.after_error)
             if now - st.last_beat_at > limit or now - st.phase_since > limit:
                 out.append(r)
         return out

@@ -12,11 +12,12 @@ def connect_store(cfg: P.SmokeConfig, rank: int, master: str, port: int, agent_s
     """(store, monitor store): both under `prefix`; the monitor's short timeout keeps the watchdog responsive."""
     from torch.distributed import PrefixStore, TCPStore
     is_master = rank == 0 and not agent_store
+    budget = cfg.budget
     store = TCPStore(master, port, None, is_master,
-                     datetime.timedelta(seconds=cfg.startup_timeout), wait_for_workers=False)
-    store.set_timeout(datetime.timedelta(seconds=cfg.timeout))
+                     datetime.timedelta(seconds=budget.startup), wait_for_workers=False)
+    store.set_timeout(datetime.timedelta(seconds=budget.phase))
     mon = store.clone()
-    mon.set_timeout(datetime.timedelta(seconds=min(5.0, cfg.timeout)))
+    mon.set_timeout(datetime.timedelta(seconds=budget.monitor_store))
     return PrefixStore(prefix, store), PrefixStore(prefix, mon)
 
 
@@ -41,7 +42,7 @@ def agree_backend(store, cfg: P.SmokeConfig, rank: int, world: int, has_gpu: boo
     store.set(f"gpu/{rank}", "1" if has_gpu else "0")
     keys = [f"gpu/{r}" for r in range(world)]
     with waiting():
-        store.wait(keys, datetime.timedelta(seconds=cfg.startup_timeout))
+        store.wait(keys, datetime.timedelta(seconds=cfg.budget.startup))
     if cfg.backend != "auto":
         return cfg.backend
     return "nccl" if all(v == b"1" for v in multi_get(store, keys)) else "gloo"

@@ -31,7 +31,7 @@ def build_report(world: Mapping[str, Any], cfg: SmokeConfig, *, launcher: str, s
         "ranks": [ctx.records[r].raw for r in sorted(ctx.records)],
         "bandwidth": bw.world_rows({r: list(rec.bandwidth) for r, rec in ctx.records.items() if rec.bandwidth},
                                    ctx.world_size) if ctx.world_size > 1 else [],  # one rank: no bandwidth
-        "verdict": ctx.verdict,
+        "verdict": ctx.verdict.raw if ctx.verdict else None,
         "fix": {"ranks": [ctx.fix_records[r].raw for r in sorted(ctx.fix_records)]} if fix_world else None,
     }
     if logs:
@@ -40,3 +40,12 @@ def build_report(world: Mapping[str, Any], cfg: SmokeConfig, *, launcher: str, s
     if duration_s is not None:  # the whole run, not only the judging
         report = Report(report.command, report.host, report.results, duration_s, report.fail_on_warning, report.extra)
     return report
+
+
+def report_of(run, cfg: SmokeConfig, *, select=(), ignore=(), fail_on_warning: bool = False,
+              env: Mapping[str, str] | None = None) -> Report:
+    """The report of a finished run (smoke/run.py SmokeRun) on rank 0, or standalone."""
+    import time
+    return build_report(run.world, cfg, launcher=run.launcher, select=select, ignore=ignore,
+                        fail_on_warning=fail_on_warning, fix_world=run.fix_world, env=env, master=run.master,
+                        port=run.port, logs=run.logs_of_failed(), duration_s=time.monotonic() - run.started)

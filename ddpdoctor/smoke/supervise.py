@@ -35,7 +35,6 @@ from ddpdoctor.smoke.progress import Tracker, describe_exit, make_verdict, proce
 
 TOKEN_VAR = "DDPDOCTOR_SMOKE_TOKEN"
 _SUBREAPER = False  # set by become_subreaper() in the `smoke` command's own process
-GRACE_S = 5.0  # beyond a phase's limit, before a rank's own supervisor ends its worker
 FALLBACK_S = 3.0  # standalone: how long rank 0 gets to report what the launcher sees as well
 POLL_S = 0.25  # the loop also wakes at once on a worker's exit or final message (`wake`)
 
@@ -186,9 +185,10 @@ class Supervisor:
         """Kill a worker whose own heartbeat or phase stopped for longer than its limit + grace."""
         if w.proc is None or w.proc.poll() is not None or w.finished:
             return
-        limit = self.cfg.limit_for(w.phase) + GRACE_S
+        grace = self.cfg.budget.kill_grace
+        limit = self.cfg.limit_for(w.phase) + grace
         # rank 0's supervisor is the only one left to report a frozen rank 0: no grace for silence
-        silent_limit = limit - GRACE_S if w.rank == 0 else limit
+        silent_limit = limit - grace if w.rank == 0 else limit
         if now - w.last_msg_at > silent_limit:
             self._kill(w, f"no heartbeat for {now - w.last_msg_at:.0f} s in phase '{w.phase}'")
         elif now - w.phase_seen_at > limit:
@@ -288,7 +288,7 @@ class Supervisor:
                 # rank 0 reported; the others exit on their own within a moment (after a verdict,
                 # a stopped one never will)
                 world_at = world_at or now
-                if now - world_at > (1.0 if rank0.world.get("verdict") else GRACE_S):
+                if now - world_at > (1.0 if rank0.world.get("verdict") else self.cfg.budget.kill_grace):
                     for w in self.workers.values():
                         self._kill(w, "still running after rank 0's report")
             else:
@@ -404,6 +404,6 @@ def become_subreaper() -> None:
 def hold_slot(cfg: P.SmokeConfig, since: float, is_signalled) -> None:
     """Under a launcher: a non-zero rank whose worker died stays alive until rank 0 has had time
     to name it; torchrun would otherwise end every rank, rank 0 included, at once."""
-    deadline = since + cfg.timeout + GRACE_S
+    deadline = since + cfg.budget.hold_slot
     while time.monotonic() < deadline and not is_signalled():
         time.sleep(0.1)

@@ -44,7 +44,7 @@ def monitor_loop(w: Worker) -> None:
             failing_since = None
         except Exception as e:  # noqa: BLE001 - the store host froze or died
             failing_since = failing_since or now
-            if now - failing_since > w.cfg.timeout:
+            if now - failing_since > w.cfg.budget.lost_store:
                 w.chan.send({"t": "lost_store", "error": short_error(e), "for_s": round(now - failing_since, 1)})
                 os._exit(1)
         # sleep until the next beat or phase change: a thread that woke more often would

@@ -207,10 +207,10 @@ class Worker:
         kw: dict[str, Any] = {}
         if gpu and cfg.fix_round:
             kw["device_id"] = device
-        # the process-group timeout outlasts --timeout, so that our watchdog names the culprit first
+        # the process-group timeout outlasts our watchdog, so that it names the culprit first (budget.py)
         with self.waiting():
             dist.init_process_group(self.backend, store=dist.PrefixStore("pg", self.store), rank=self.rank,
-                                    world_size=self.world, timeout=datetime.timedelta(seconds=cfg.timeout + 30), **kw)
+                                    world_size=self.world, timeout=datetime.timedelta(seconds=cfg.budget.process_group), **kw)
         self._nvml(P.NVML_AFTER_INIT)
         if gpu:
             if not cfg.fix_round:
@@ -265,7 +265,7 @@ class Worker:
             while self.world > 1 and time.monotonic() < deadline and int(store.add("bye", 0)) < self.world - 1:
                 time.sleep(0.01)
         else:
-            deadline = time.monotonic() + self.cfg.timeout + 10
+            deadline = time.monotonic() + self.cfg.budget.report_wait
             with self.waiting():
                 while not store.check(["done"]):
                     if time.monotonic() > deadline:

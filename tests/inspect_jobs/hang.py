@@ -1,4 +1,4 @@
-"""A Gloo job that hangs in a known place (HANG_MODE): the lines below are asserted by tests/test_inspect_lab.py."""
+"""A Gloo job that hangs in a known place (HANG_MODE): the lines below are asserted by tests/test_inspect_torchjob.py."""
 import os
 import time
 

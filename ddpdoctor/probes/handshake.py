@@ -1,4 +1,4 @@
-"""The worker side of the ddpdoctor probe protocol (the master side is `server.py`).
+"""The worker side of the ddpdoctor probe protocol (the master side is ddpdoctor/peerprobe/server.py).
 
 A worker opens the rendezvous port and says `DDPDOCTOR/1 HELLO <host>`; a `ddpdoctor network
 --listen` answers `DDPDOCTOR/1 WELCOME <host> <eport> <lo>-<hi>`, naming a second port it holds open
