@@ -62,7 +62,7 @@ def probe_peer(name: str, *, port: int, eport: int | None, expect: Sequence[str]
     """
     r = dns.resolve(name, timeout=timeout)
     out: dict[str, Any] = {"name": name, "addrs": list(r.addrs), "resolve_error": r.error,
-                           "resolve_ms": round(r.duration_s * 1000, 1), "resolve_timed_out": r.timed_out}
+                           "resolve_ms": round(r.duration_s * 1000, 1), "resolve_timed_out": r.no_answer}
     addr = (r.ipv4 or r.addrs or (None,))[0]
     if r.ipv4 and len(r.ipv4) != len(r.addrs):
         # A and AAAA: probe the address torch's c10d would try first (see dns.c10d_order, DD210)
