@@ -55,15 +55,21 @@ def lint(paths, select, ignore, fix, unsafe_fixes, json_out, fail_on, rule_id, l
 
     from ddpdoctor.lint import lint_paths
 
+    import time
+    linted_since = time.time_ns()
     res = lint_paths(paths, select, ignore)
     fixed: dict = {}
     if fix:
         from ddpdoctor.lint import fix as fixmod
-        fixed = fixmod.apply(res.findings, unsafe=unsafe_fixes)
+        from ddpdoctor.lint.source import InputProblem
+        left: list = []
+        fixed = fixmod.apply(res.findings, unsafe=unsafe_fixes, roots=list(paths), linted_since_ns=linted_since,
+                             skipped=left)
         if fixed:
             res2 = lint_paths(paths, select, ignore)
             res2.duration_s += res.duration_s
             res = res2
+        res.problems += [InputProblem(f, why) for f, why in left]
     level = Severity.WARNING if fail_on.lower() == "warning" else Severity.ERROR
     worst = max((f.severity for f in res.findings), default=None)
     code = 0

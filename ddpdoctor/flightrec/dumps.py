@@ -19,6 +19,7 @@ import re
 
 from ddpdoctor.flightrec import safe_pickle
 from ddpdoctor.flightrec.model import BadDump, RankDump
+from ddpdoctor.readfile import read_limited
 
 MAX_DUMP_BYTES = 512 * 1024 * 1024  # a 20k-entry buffer is a few MB; refuse anything absurd
 _TRAILING_RANK = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json))?$")
@@ -99,11 +100,7 @@ def to_wire(d: RankDump, last: int = 500) -> dict:
 def load_file(path: str, rank: int | None = None) -> RankDump:
     """Read one dump file. Raises BadDump (one line) on anything that is not a readable dump."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_DUMP_BYTES:
-            raise BadDump(f"{path}: {size} bytes is too large for a flight-recorder dump")
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_limited(path, MAX_DUMP_BYTES)  # a FIFO, a device, a link to /proc/kmsg: refused, never waited on
     except OSError as e:
         raise BadDump(f"cannot read {path}: {e.strerror or e}") from None
     return parse(_decode(data, path), path, rank)
