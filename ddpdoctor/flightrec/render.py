@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ddpdoctor.flightrec.divergence import _rl, _sz
 from ddpdoctor.flightrec.model import Divergence
@@ -82,5 +83,7 @@ def to_dict(obj) -> dict:
             return {str(k): fix(v) for k, v in x.items()}
         if isinstance(x, (list, tuple)):
             return [fix(v) for v in x]
+        if isinstance(x, float) and not math.isfinite(x):
+            return None  # JSON has no NaN / Infinity: a bare one makes the whole document invalid
         return x
     return fix(dataclasses.asdict(obj))
