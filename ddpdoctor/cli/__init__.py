@@ -57,7 +57,8 @@ def fail_usage(msg: str, *, code: int = EXIT_USAGE, kind: str = "usage") -> None
         from ddpdoctor.cli.common import write_stdout
         from ddpdoctor.render import json as rj
         write_stdout(rj.error(_subcommand(args) or "ddpdoctor", code, kind, msg) + "\n")
-    click.echo(f"ddpdoctor: error: {msg}", err=True)
+    from ddpdoctor.render.safe import one_line
+    click.echo(f"ddpdoctor: error: {one_line(msg)}", err=True)  # a path or a value may hold a newline or ESC
     sys.exit(code)
 
 

@@ -273,6 +273,9 @@ def _json(obj) -> None:
 
 def _echo(text: str) -> None:
     """Write text whatever the terminal's encoding (logs carry arbitrary bytes)."""
+    from ddpdoctor.render.safe import terminal_text
+    from ddpdoctor.render.text import use_colour
     enc = getattr(sys.stdout, "encoding", None) or "utf-8"
+    text = terminal_text(text, colour=use_colour(sys.stdout))  # a log's or a dump's ESC c never reaches the terminal
     sys.stdout.write(text.encode(enc, "replace").decode(enc, "replace"))
     sys.stdout.flush()

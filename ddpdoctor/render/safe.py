@@ -51,3 +51,21 @@ def export_line(name: str, value: str, *, shell: bool) -> str | None:
 def note_line(text: str, *, shell: bool) -> str:
     """A line a human reads: a shell comment (`#`) or a TaskProlog `print`; never more than one line."""
     return f"{'#' if shell else 'print'} {one_line(text)}"
+
+
+_SGR = re.compile(r"\x1b\[[0-9;]{0,16}m")  # Select Graphic Rendition: colour and bold, nothing else
+
+
+def terminal_text(text: str, *, colour: bool) -> str:
+    """What a renderer writes to a terminal: printable(), except (with `colour`) the SGR colour codes
+    the renderer itself added. A log's or a peer's own SGR codes survive too with colour on: they can
+    only colour text, not move the cursor, reset the terminal (ESC c) or set the clipboard (OSC 52)."""
+    if not colour or "\x1b" not in text:
+        return printable(text)
+    out, pos = [], 0
+    for m in _SGR.finditer(text):
+        out.append(printable(text[pos:m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(printable(text[pos:]))
+    return "".join(out)
