@@ -70,7 +70,49 @@ def gather(store, world: int, until: float) -> dict[int, dict]:
     for j in range(world):
         key = f"result/{j}"
         if has(store, key):
-            out[j] = get_json(store, key)
+            out[j] = peer_record(store.get(key))
         elif has(store, f"hello/{j}"):
-            out[j] = {**get_json(store, f"hello/{j}"), "unfinished": True}
+            out[j] = {**peer_record(store.get(f"hello/{j}")), "unfinished": True}
+    return out
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_SCALAR_SECTIONS = ("versions", "settings", "env")  # compared across nodes: values must hash
+
+
+def peer_record(raw: bytes) -> dict:
+    """A node's record as the first node may use it. Any process that reaches the store can write
+    there: a record that is not JSON, nests past the stack or holds other types than the view reads
+    (ClusterView, the DD71x checks) comes back as {"malformed": why, "unfinished": True}, or with the
+    ill-typed parts dropped, never as a value that crashes the verdict for every node."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError, UnicodeDecodeError) as e:
+        return {"malformed": f"not a JSON record ({type(e).__name__})", "unfinished": True}
+    if not isinstance(data, dict):
+        return {"malformed": "not a JSON object", "unfinished": True}
+    out: dict = {}
+    for k, v in data.items():
+        if k in ("node", "hostname"):
+            if isinstance(v, str):
+                out[k] = v[:253]
+        elif k == "probes":
+            if isinstance(v, dict):
+                out[k] = {j: p for j, p in v.items() if j.isascii() and j.isdigit() and len(j) <= 9 and isinstance(p, dict)}
+        elif k == "local":
+            if isinstance(v, list):
+                out[k] = [x for x in v if isinstance(x, dict)]
+        elif k in _SCALAR_SECTIONS:
+            if isinstance(v, dict):
+                out[k] = {kk: vv for kk, vv in v.items() if isinstance(vv, _SCALARS)}
+        elif k == "addr_mtu":  # address -> MTU (DD719 compares them as ints)
+            if isinstance(v, dict):
+                out[k] = {a: m for a, m in v.items() if type(m) is int and 0 < m < 1 << 20}
+        elif k == "timing":
+            if isinstance(v, dict):
+                out[k] = v
+        elif k == "unfinished":
+            out[k] = v is True
+        else:
+            out[k] = v
     return out
