@@ -38,13 +38,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import stat
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ddpdoctor import units
 from ddpdoctor.model import KIND_RE
+from ddpdoctor.readfile import read_limited
 from ddpdoctor.units import GiB
 from ddpdoctor.validate import BadInput
 
@@ -244,6 +244,9 @@ def silenced() -> frozenset[str]:
         return frozenset()
 
 
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def load(path: str | None = None) -> SiteConfig:
     """The configuration from `path` (else $DDPDOCTOR_CONFIG); without either, /etc/ddpdoctor.toml
     when it exists, else the defaults. A file named explicitly must exist; the default one is optional.
@@ -253,13 +256,9 @@ def load(path: str | None = None) -> SiteConfig:
     explicit = path is not None
     path = path or DEFAULT_PATH
     try:
-        # O_NONBLOCK: opening a FIFO would wait for a writer forever; then only a regular file is read
-        # (a hung NFS mount can still block: the prolog's watchdog covers that)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise ConfigError(f"{path}: not a regular file")
-            raw = f.read(1 << 20)
+        # never waits on a FIFO, only a regular file is read, and over 1 MiB is an error: a silent cut
+        # would drop the keys after it (a hung NFS mount can still block: the prolog's watchdog covers that)
+        raw = read_limited(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"{path}: no such file") from None

@@ -71,3 +71,42 @@ def ensure_std_streams() -> None:
                 setattr(sys, name, open(fd, mode, closefd=False, errors="replace"))
             except OSError:
                 pass
+
+
+class _ReaderMayLeave:
+    """sys.stdout for a reader that may go away (`| head`): the first BrokenPipeError sends the rest
+    to /dev/null (stdout_gone) and the command goes on to its own exit code. Raising instead lost
+    the verdict: `lint` with findings, or a refused `run`, exited 0 through `| head`."""
+
+    def __init__(self, stream):
+        self._s = stream
+
+    def write(self, text):
+        try:
+            return self._s.write(text)
+        except BrokenPipeError:
+            stdout_gone()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._s.flush()
+        except BrokenPipeError:
+            stdout_gone()
+            try:
+                self._s.flush()  # what was buffered for the closed pipe now goes to /dev/null
+            except OSError:
+                pass
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._s, name)
+
+
+def guard_stdout() -> None:
+    """Wrap sys.stdout once in _ReaderMayLeave."""
+    if sys.stdout is not None and not isinstance(sys.stdout, _ReaderMayLeave):
+        sys.stdout = _ReaderMayLeave(sys.stdout)

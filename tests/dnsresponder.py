@@ -2,7 +2,8 @@
 
     python tests/dnsresponder.py --bind 127.0.0.1 --delay 1.3 node1=198.18.4.1 node2=198.18.4.2
 
-Answers A queries for the names given (AAAA: an empty NOERROR answer; any other name: NXDOMAIN),
+Answers A queries for the names given (AAAA: an empty NOERROR answer; any other name: NXDOMAIN;
+with --rcode servfail|refused: that failure for every query),
 each answer sent `--delay` seconds after its query arrived (one timer per query, so glibc's
 parallel A + AAAA queries both arrive after `delay`, not 2 x delay). Prints "ready" once bound.
 Only what glibc's stub resolver needs: one question per query, no EDNS, no TCP.
@@ -29,8 +30,12 @@ def _qname(packet: bytes, off: int) -> tuple[str, int]:
         off += n
 
 
-def answer(query: bytes, table: dict[str, str]) -> bytes | None:
-    """The response to `query`, or None for a packet that is not a query we can parse."""
+RCODES = {"noerror": 0, "servfail": 2, "refused": 5}
+
+
+def answer(query: bytes, table: dict[str, str], rcode: int = 0) -> bytes | None:
+    """The response to `query`, or None for a packet that is not a query we can parse.
+    A non-zero `rcode` (SERVFAIL, REFUSED) answers every query with that failure."""
     if len(query) < 12:
         return None
     qid, flags, qd = struct.unpack("!HHH", query[:6])
@@ -44,6 +49,8 @@ def answer(query: bytes, table: dict[str, str]) -> bytes | None:
     question = query[12:off + 4]
     key = name.lower().rstrip(".")
     rd = flags & 0x0100
+    if rcode:
+        return struct.pack("!HHHHHH", qid, 0x8080 | rd | rcode, 1, 0, 0, 0) + question
     if key not in table:
         return struct.pack("!HHHHHH", qid, 0x8480 | rd | 3, 1, 0, 0, 0) + question  # NXDOMAIN
     answers = b""
@@ -59,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bind", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=53)
     ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--rcode", choices=sorted(RCODES), default="noerror", help="answer every query with this failure")
     ap.add_argument("names", nargs="*", help="name=ipv4")
     a = ap.parse_args(argv)
     table = dict(n.split("=", 1) for n in a.names)
@@ -68,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     print("ready", flush=True)
     while True:
         data, peer = s.recvfrom(4096)
-        resp = answer(data, table)
+        resp = answer(data, table, RCODES[a.rcode])
         if resp is None:
             continue
         t = threading.Timer(a.delay, s.sendto, args=(resp, peer))

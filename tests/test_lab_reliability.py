@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 DD = [sys.executable, "-m", "ddpdoctor"]
 RESPONDER = str(Path(__file__).resolve().parent / "dnsresponder.py")
@@ -30,9 +32,9 @@ def _use_dns(lab, node: str, *, timeout: int = 5) -> None:
     lab.set_hosts(node, {})  # only localhost: node1 itself must come from DNS
 
 
-def _start_responder(lab, node: str, delay: float):
+def _start_responder(lab, node: str, delay: float, rcode: str = "noerror"):
     names = [f"{n}={lab.addr(n)}" for n in lab.names]
-    p = lab.popen(node, [sys.executable, RESPONDER, "--delay", str(delay), *names],
+    p = lab.popen(node, [sys.executable, RESPONDER, "--delay", str(delay), "--rcode", rcode, *names],
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     assert line.strip() == "ready", p.stderr.read()
@@ -116,3 +118,21 @@ def test_a_real_negative_answer_still_fails(make_lab):
     cp, rep = _prolog(lab)
     assert cp.returncode == 1, (cp.stdout, cp.stderr)
     assert "does not resolve" in cp.stderr + cp.stdout
+
+
+@pytest.mark.parametrize("rcode", ["servfail", "refused"])
+def test_a_failing_resolver_is_a_warning_and_never_drains(make_lab, rcode):
+    """Issue 21: SERVFAIL (or REFUSED) from the DNS server is glibc's EAI_AGAIN, a temporary failure:
+    one DNS outage must not drain every node whose prolog runs during it."""
+    lab = make_lab(("node1",))
+    _use_dns(lab, "node1")
+    _start_responder(lab, "node1", delay=0, rcode=rcode)
+    probe = lab.run("node1", [sys.executable, "-c", "import socket\ntry: socket.getaddrinfo('node1', None)\n"
+                              "except socket.gaierror as e: print(e.errno)"], timeout=20)
+    assert probe.stdout.strip() not in ("-2", "-5", ""), probe.stdout  # the resolver really fails, not NXDOMAIN
+
+    cp, rep = _prolog(lab)
+    assert cp.returncode == 0, (cp.stdout, cp.stderr)
+    assert rep["prolog"]["faults"] == []
+    assert _statuses(rep)["DD201"] == "warn", rep
+    assert "does not resolve" not in _messages(rep) + cp.stderr

@@ -97,9 +97,9 @@ def names_resolve_everywhere(ctx):
     pairs = ctx.pairs()
     silent = [p for p in pairs if p.kind == "N" and p.probe.resolve_timed_out]
     for (j, err), srcs in _grouped(ctx, silent, lambda p: p.probe.resolve_error).items():
-        # no answer in time is a slow or unreachable DNS server, not a name that does not resolve
+        # no answer in time (or SERVFAIL: EAI_AGAIN) is a slow, unreachable or failing DNS server, not a name that does not resolve
         yield Finding(Severity.WARNING, f"looking up {ctx.names[j]} on {ctx.label(srcs)}: {err} "
-                      "(slow or unreachable DNS server; cannot tell whether it resolves)",
+                      "(slow, unreachable or failing DNS server; cannot tell whether it resolves)",
                       fix=Fix(f"list the cluster's names in /etc/hosts or fix the first nameserver on {ctx.label(srcs)}",
                               ("cat /etc/resolv.conf", f"time getent ahosts {ctx.names[j]}")),
                       evidence={"node": ctx.names[j], "on": [ctx.names[i] for i in srcs], "timed_out": True}, kind="slow")

@@ -15,10 +15,12 @@ SLOW_RESOLVER_S = 1.0
 
 
 def _no_answer(label: str, r) -> Finding:
-    """A resolver that did not answer in time is slow or unreachable DNS, not a name that does not
-    resolve: a warning (the prolog counts it as a fault only with prolog.drain_on_timeout = true).
-    Only a real negative answer (gaierror EAI_NONAME...) is an error."""
-    return Finding(Severity.WARNING, f"{label}: {r.error} (slow or unreachable DNS server; cannot tell whether it resolves)",
+    """A resolver that did not answer in time, or answered with a failure (SERVFAIL, REFUSED:
+    EAI_AGAIN), is slow, unreachable or failing DNS, not a name that does not resolve: a warning
+    (the prolog counts it as a fault only with prolog.drain_on_timeout = true). Only a real
+    negative answer (EAI_NONAME, EAI_NODATA) is an error."""
+    why = "DNS server failed to answer" if r.temporary and not r.timed_out else "slow or unreachable DNS server"
+    return Finding(Severity.WARNING, f"{label}: {r.error} ({why}; cannot tell whether it resolves)",
                    hint="the job's own lookups would stall the same way; rendezvous may time out",
                    fix=Fix("list the cluster's names in /etc/hosts or fix the first nameserver",
                            ("cat /etc/resolv.conf", f"time getent ahosts {shlex.quote(r.name)}")),
@@ -28,7 +30,9 @@ def _no_answer(label: str, r) -> Finding:
 
 def unresolved(what: str, r) -> str:
     """Why a dependent check skips: a negative answer and no answer are different things."""
-    return f"{what} got no answer from the resolver in time" if r.timed_out else f"{what} does not resolve"
+    if r.temporary and not r.timed_out:
+        return f"{what} got a resolver failure, not an answer"
+    return f"{what} got no answer from the resolver in time" if r.no_answer else f"{what} does not resolve"
 
 
 def shell_safe_name(name: str) -> str | None:
@@ -75,7 +79,7 @@ def hostname_resolves(ctx):
         yield Finding(Severity.INFO, f"{ctx.hostname} -> {', '.join(r.addrs)} ({r.duration_s * 1000:.0f} ms)",
                       evidence={"hostname": ctx.hostname, "addrs": r.addrs}, kind="ok")
         return
-    if r.timed_out:
+    if r.no_answer:
         yield _no_answer(f"this host's name {ctx.hostname!r}", r)
         return
     yield Finding(Severity.ERROR, f"this host's name {ctx.hostname!r} does not resolve: {r.error}",
@@ -191,7 +195,7 @@ def fqdn_resolves(ctx):
     if ctx.fqdn == ctx.hostname:
         return
     r = ctx.fqdn_res
-    if r.timed_out:
+    if r.no_answer:
         yield _no_answer(f"FQDN {ctx.fqdn!r}", r)
     elif not r.ok:
         yield Finding(Severity.WARNING, f"FQDN {ctx.fqdn!r} of {ctx.hostname!r} does not resolve: {r.error}",
@@ -226,7 +230,7 @@ def master_resolves(ctx):
     if r.ok:
         yield Finding(Severity.INFO, f"{ctx.master} -> {', '.join(r.addrs)} ({r.duration_s * 1000:.0f} ms)", kind="ok")
         return
-    if r.timed_out:
+    if r.no_answer:
         yield _no_answer(f"the master {ctx.master!r}", r)
         return
     yield Finding(Severity.ERROR, f"the master {ctx.master!r} does not resolve on {ctx.hostname}: {r.error}",
@@ -276,7 +280,7 @@ def resolver_is_fast(ctx):
     """
     ctx.prefetch("local_res", "master_res")  # both lookups at once: two slow ones must fit the deadline
     for label, r in (("this host's name", ctx.local_res), ("the master's name", ctx.master_res)):
-        if r.timed_out:
+        if r.no_answer:
             yield _no_answer(f"resolving {label} {r.name!r}", r)
         elif r.duration_s > SLOW_RESOLVER_S:
             yield Finding(Severity.WARNING, f"resolving {label} {r.name!r} took {r.duration_s:.1f} s",

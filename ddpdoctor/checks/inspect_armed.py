@@ -112,6 +112,8 @@ def watchdog_lines_agree(ctx: InspectContext):
     wd = ctx.watchdog
     if not wd.present:
         raise Skip("no --log given")
+    if wd.error:  # the logs could not be read within the deadline: no verdict, not "no line"
+        raise Skip(wd.error)
     if not wd.groups:
         raise Skip(f"no watchdog line in {', '.join(wd.logs)}")
     g = wd.groups[0]

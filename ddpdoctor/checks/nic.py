@@ -134,7 +134,7 @@ def gloo_default_reaches_master(ctx):
     if not ctx.master_addr:
         raise Skip(unresolved("the master", ctx.master_res) + " (DD205)")
     r = ctx.local_res
-    if r.timed_out:  # no answer is not "no address": Gloo's choice is unknown until the resolver answers
+    if r.no_answer:  # no answer is not "no address": Gloo's choice is unknown until the resolver answers
         raise Skip(unresolved("the hostname", r) + " (DD201)")
     usable = [a for a in r.addrs if a in ctx.local_addrs or is_loopback(a)]
     addr = usable[0] if usable else "127.0.0.1"

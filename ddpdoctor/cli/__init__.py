@@ -57,7 +57,8 @@ def fail_usage(msg: str, *, code: int = EXIT_USAGE, kind: str = "usage") -> None
         from ddpdoctor.cli.common import write_stdout
         from ddpdoctor.render import json as rj
         write_stdout(rj.error(_subcommand(args) or "ddpdoctor", code, kind, msg) + "\n")
-    click.echo(f"ddpdoctor: error: {msg}", err=True)
+    from ddpdoctor.render.safe import one_line
+    click.echo(f"ddpdoctor: error: {one_line(msg)}", err=True)  # a path or a value may hold a newline or ESC
     sys.exit(code)
 
 
@@ -77,10 +78,29 @@ def cli():
     """
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (srun on a time limit, timeout(1), a scheduler), raised where the process is, like
+    Ctrl-C: the command's cleanup runs and --json still prints a JSON object instead of nothing."""
+
+
+def _terminate_like_ctrl_c() -> None:
+    import signal
+
+    def on_term(signum, frame):
+        raise Terminated()
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except (ValueError, OSError):  # not the main thread (an embedding caller): leave it
+        pass
+
+
 def main(argv=None) -> None:
     from ddpdoctor.cli.common import ensure_std_streams, stdout_gone
 
     ensure_std_streams()
+    from ddpdoctor.streams import guard_stdout
+    guard_stdout()  # a closed pipe no longer turns a verdict's exit code into 0
+    _terminate_like_ctrl_c()
     args = list(sys.argv[1:] if argv is None else argv)
     if argv is not None:
         sys.argv = [sys.argv[0], *args]  # fail_usage reads --json from there
@@ -104,9 +124,9 @@ def main(argv=None) -> None:
         fail_usage(str(e))
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        click.echo("ddpdoctor: interrupted", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as e:  # SIGINT, or SIGTERM (Terminated): with --json still a JSON object on stdout
+        name = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
+        fail_usage(f"interrupted by {name}", code=143 if name == "SIGTERM" else 130, kind="interrupted")
     except BrokenPipeError:  # `| head` went away: not an error of ours
         stdout_gone()
         sys.exit(EXIT_OK)

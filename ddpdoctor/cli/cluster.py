@@ -109,10 +109,10 @@ def cluster(port, store_port, deadline, probe_timeout, max_peers, seed, out_dir,
 
 def _read_reference(path: str) -> dict[str, str]:
     """A fingerprint file: a JSON object of strings (plain data; nothing in it is executed)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
+    from ddpdoctor.readfile import read_limited
+    try:  # a fingerprint is kilobytes: a FIFO, /dev/zero or a huge file is one line, never a wait
+        data = json.loads(read_limited(path, 1 << 20))
+    except (OSError, ValueError, RecursionError) as e:
         raise BadInput(f"--reference {path}: {getattr(e, 'strerror', None) or e}") from None
     if isinstance(data, dict) and isinstance(data.get("cluster"), dict) and "fingerprint" in data["cluster"]:
         data = data["cluster"]["fingerprint"]  # a saved `cluster --json` report

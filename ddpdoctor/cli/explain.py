@@ -208,10 +208,13 @@ def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str, 
     if path == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise BadInput("--log - reads the log from stdin; pipe one in: `cat job.log | ddpdoctor explain --log -`")
+        if _is_device(sys.stdin):  # `< /dev/zero` never ends
+            raise BadInput("--log -: stdin is a device, not a log; pipe or redirect a file")
         stream, source = sys.stdin.buffer, "stdin"
     else:
         try:
-            stream = open(path, "rb")
+            from ddpdoctor.readfile import open_stream
+            stream = open_stream(path)  # a FIFO without a writer, /dev/zero, /proc/kmsg: never a wait
         except OSError as e:
             raise BadInput(f"cannot read {path!r}: {e.strerror or e}") from None
         source = path
@@ -253,6 +256,15 @@ def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str, 
     return None, damage, ex
 
 
+def _is_device(f) -> bool:
+    import stat
+    try:
+        mode = os.fstat(f.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+
+
 def _json(obj) -> None:
     from ddpdoctor.render import json as rj
     sys.stdout.write(rj.document(obj) + "\n")
@@ -261,6 +273,9 @@ def _json(obj) -> None:
 
 def _echo(text: str) -> None:
     """Write text whatever the terminal's encoding (logs carry arbitrary bytes)."""
+    from ddpdoctor.render.safe import terminal_text
+    from ddpdoctor.render.text import use_colour
     enc = getattr(sys.stdout, "encoding", None) or "utf-8"
+    text = terminal_text(text, colour=use_colour(sys.stdout))  # a log's or a dump's ESC c never reaches the terminal
     sys.stdout.write(text.encode(enc, "replace").decode(enc, "replace"))
     sys.stdout.flush()

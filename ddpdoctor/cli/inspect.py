@@ -85,14 +85,19 @@ def inspect_cmd(pid, interval, dump_timeout, no_gpu, gather, gather_port, fr_dir
         raise SystemExit(1)
     from ddpdoctor.inspect import armed
     if not facts.flightrec:  # --gather already judged every node's dumps together
-        facts.flightrec = armed.flight_recorder([fr_dir] if fr_dir else armed.dump_dirs(facts.ranks))
+        dirs = [fr_dir] if fr_dir else armed.dump_dirs(facts.ranks)
+        facts.flightrec = _within_deadline(armed.flight_recorder, dirs, deadline=deadline, t0=t0,
+                                           late={"dir": dirs[0] if dirs else "",
+                                                 "error": f"reading the dumps overran inspect's deadline ({deadline:g} s)"})
     if debug_server and not facts.flightrec.get("verdict"):
         # dumps on disk win (they are what the job left); else the ranks' live buffers
         from ddpdoctor.inspect import debugserver
         facts.flightrec = debugserver.flight_recorder(facts.ranks, timeout=min(dump_timeout, 5.0))
     if logs:
         try:
-            facts.watchdog = armed.watchdog_lines(logs)
+            facts.watchdog = _within_deadline(armed.watchdog_lines, logs, deadline=deadline, t0=t0,
+                                              late={"logs": list(logs), "error": "reading the logs overran "
+                                                    f"inspect's deadline ({deadline:g} s)"})
         except OSError as e:
             raise BadInput(f"--log: {e.filename}: {e.strerror}") from None
     left = max(0.5, deadline - (time.monotonic() - t0))
@@ -116,6 +121,44 @@ def build_report(facts, *, deadline: float, select=(), ignore=(), fail_on_warnin
                                     **({"flightrec": facts.flightrec} if facts.flightrec else {}),
                                     **({"watchdog": facts.watchdog} if facts.watchdog else {}),
                                     **({"jobs": facts.jobs, "chosen": facts.chosen} if facts.jobs else {})})
+
+
+def _within_deadline(fn, arg, *, deadline: float, t0: float, late: dict):
+    """fn(arg) in what is left of the deadline (0.5 s kept for the checks), in a forked child: dumps
+    on a slow disk or a hung mount, or a directory of huge ones, must not hold the verdict past it.
+    Not a thread: unpickling a dump holds the GIL for its whole C call, which starves the checks'
+    threads (measured: a 4 s deadline became 10 s). `late` when it overruns; fn's OSError re-raised."""
+    import multiprocessing
+    mp = multiprocessing.get_context("fork")
+    recv, send = mp.Pipe(duplex=False)
+    child = mp.Process(target=_run_child, args=(send, fn, arg), daemon=True)
+    child.start()
+    send.close()
+    try:
+        if recv.poll(max(0.1, deadline - (time.monotonic() - t0) - 0.5)):
+            kind, value = recv.recv()
+            if kind == "error":
+                raise value
+            return value
+        return late
+    except EOFError:  # the child died (out of memory, a signal): no verdict from the dumps
+        return {**late, "error": "reading them failed (the reader died)"}
+    finally:
+        recv.close()
+        if child.is_alive():
+            child.kill()
+        child.join(2)
+
+
+def _run_child(send, fn, arg) -> None:
+    try:
+        out = ("ok", fn(arg))
+    except OSError as e:
+        out = ("error", OSError(e.errno, e.strerror, e.filename))
+    except Exception as e:  # noqa: BLE001 - a bug: said as one line by the parent's caller
+        out = ("error", RuntimeError(f"{type(e).__name__}: {e}"))
+    send.send(out)
+    send.close()
 
 
 def _gather(pid, interval, dump_timeout, no_gpu, gather_port, deadline, t0, fr_dir):

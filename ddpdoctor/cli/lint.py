@@ -55,15 +55,21 @@ def lint(paths, select, ignore, fix, unsafe_fixes, json_out, fail_on, rule_id, l
 
     from ddpdoctor.lint import lint_paths
 
+    import time
+    linted_since = time.time_ns()
     res = lint_paths(paths, select, ignore)
     fixed: dict = {}
     if fix:
         from ddpdoctor.lint import fix as fixmod
-        fixed = fixmod.apply(res.findings, unsafe=unsafe_fixes)
+        from ddpdoctor.lint.source import InputProblem
+        left: list = []
+        fixed = fixmod.apply(res.findings, unsafe=unsafe_fixes, roots=list(paths), linted_since_ns=linted_since,
+                             skipped=left)
         if fixed:
             res2 = lint_paths(paths, select, ignore)
             res2.duration_s += res.duration_s
             res = res2
+        res.problems += [InputProblem(f, why) for f, why in left]
     level = Severity.WARNING if fail_on.lower() == "warning" else Severity.ERROR
     worst = max((f.severity for f in res.findings), default=None)
     code = 0
@@ -92,23 +98,27 @@ def _colour() -> bool:
 
 
 def _write_text(res, n_fixed: int) -> None:
+    from ddpdoctor.render.safe import terminal_text
     col = _colour()
+
+    def echo(text, **kw):  # findings quote the linted code and paths: their escape sequences stay escaped
+        click.echo(terminal_text(str(text), colour=col), **kw)
 
     def paint(s, c):
         return f"\033[{c}m{s}\033[0m" if col else s
 
     for p in res.problems:
-        click.echo(f"{p}", err=True)
+        echo(f"{p}", err=True)
     for c in res.crashes:
-        click.echo(f"☠ {c}", err=True)
+        echo(f"☠ {c}", err=True)
     for f in res.findings:
         sev = paint(f.severity.label, "31" if f.severity >= Severity.ERROR else "33")
-        click.echo(f"{f.where or f'{f.path}:{f.line}'}:{f.col}: {paint(f.rule, '1')} {sev}  {f.message}")
+        echo(f"{f.where or f'{f.path}:{f.line}'}:{f.col}: {paint(f.rule, '1')} {sev}  {f.message}")
         if f.fix:
             tag = {"safe": " [--fix]", "unsafe": " [--fix --unsafe-fixes]"}.get(f.fix_kind, "")
-            click.echo(f"    fix: {f.fix}{tag}")
+            echo(f"    fix: {f.fix}{tag}")
         if f.code:
-            click.echo(f"         {f.code}")
+            echo(f"         {f.code}")
     errs = sum(f.severity >= Severity.ERROR for f in res.findings)
     warns = len(res.findings) - errs
     fixable = sum(f.fix_kind == "safe" for f in res.findings)
@@ -118,4 +128,4 @@ def _write_text(res, n_fixed: int) -> None:
         tail += f"; fixed {n_fixed}"
     if res.problems:
         tail += f"; {len(res.problems)} file(s) could not be linted"
-    click.echo(f"{', '.join(parts)} in {res.files} file{'s' * (res.files != 1)}{tail} ({res.duration_s:.2f} s)")
+    echo(f"{', '.join(parts)} in {res.files} file{'s' * (res.files != 1)}{tail} ({res.duration_s:.2f} s)")

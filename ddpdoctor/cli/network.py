@@ -92,7 +92,8 @@ def _listen(port: int, expect: int | None, timeout: float, json_out: bool) -> No
     suggest = shell_safe_name(host) or "<this-host>"  # a hostname goes into a command below
 
     def _out(text: str = "") -> None:  # a reader that went away must not change the exit code
-        write_stdout(text + "\n")
+        from ddpdoctor.render.safe import printable
+        write_stdout((text if json_out else printable(text)) + "\n")  # peers name themselves: no raw ESC
 
     def on_event(kind, w):
         if not json_out:

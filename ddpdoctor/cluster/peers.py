@@ -63,7 +63,8 @@ def probe_peer(name: str, *, port: int, eport: int | None, expect: Sequence[str]
     by another host means the name resolves to the wrong machine.
     """
     r = dns.resolve(name, timeout=timeout)
-    looked_up = PeerProbe(name, tuple(r.addrs), r.error, round(r.duration_s * 1000, 1), r.timed_out)
+    # a resolver that failed (SERVFAIL/REFUSED: EAI_AGAIN) gave no answer, like one that timed out (issue 21)
+    looked_up = PeerProbe(name, tuple(r.addrs), r.error, round(r.duration_s * 1000, 1), r.no_answer)
     addr = (r.ipv4 or r.addrs or (None,))[0]
     if r.ipv4 and len(r.ipv4) != len(r.addrs):
         # A and AAAA: probe the address torch's c10d would try first (see dns.c10d_order, DD210)

@@ -76,12 +76,18 @@ def read_hello(store, j: int) -> Hello | None:
         return None
 
 
-def _record(store, key: str, j: int, **extra) -> NodeRecord:
+def peer_record(raw: bytes, j: int, key: str = "result", **extra) -> NodeRecord:
+    """Node j's record from the bytes any process that reaches the store may have written: typed once;
+    one that is not JSON, nests past the stack or holds other types says why (never a crash)."""
     try:
-        value = read_json(store, key)
-    except MalformedRecord as e:
-        return NodeRecord(j, "", malformed=str(e))
+        value = json.loads(raw.decode())
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        return NodeRecord(j, "", malformed=f"{key} is not JSON: {str(e)[:60]}")
     return NodeRecord.from_wire({**value, **extra} if isinstance(value, dict) else value, j)
+
+
+def _record(store, key: str, j: int, **extra) -> NodeRecord:
+    return peer_record(store.get(key), j, key, **extra)
 
 
 def gather(store, world: int, until: float) -> dict[int, NodeRecord]:

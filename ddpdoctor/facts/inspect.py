@@ -173,12 +173,14 @@ class WatchdogView:
     present: bool = False
     logs: tuple[str, ...] = ()
     groups: tuple[WatchdogGroup, ...] = ()
+    error: str = ""  # the logs could not be read in time (cli/inspect.py _within_deadline)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> WatchdogView:
         if not d:
             return cls()
-        return cls(True, tuple(d.get("logs") or ()), tuple(WatchdogGroup.from_dict(g) for g in d.get("groups") or ()))
+        return cls(True, tuple(d.get("logs") or ()), tuple(WatchdogGroup.from_dict(g) for g in d.get("groups") or ()),
+                   str(d.get("error") or ""))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ buffer still covers are compared.
 """
 from __future__ import annotations
 
-from ddpdoctor.flightrec.entries import entry
+from ddpdoctor.flightrec.entries import MAX_DIMS, _shape_list, entry
 from ddpdoctor.flightrec.model import Divergence, OpVariant, PGVerdict, RankDump
 from ddpdoctor.units import fmt_ranks
 
@@ -20,12 +20,50 @@ def _expected(dumps: list[RankDump]) -> tuple:
     return tuple(sorted(max(worlds, key=len))) if worlds else ()
 
 
-def _sig(e: dict) -> tuple:
-    # compared raw with == (C speed); Entries are built only where ranks differ
-    return (e.get("profiling_name"), e.get("input_sizes"), e.get("input_dtypes"))
+def _small(v, kind) -> bool:
+    """A list as torch writes one for an entry: at most 8 shapes of ints (or dtype strings)."""
+    if type(v) is not list or len(v) > 8:
+        return False
+    if kind is str:
+        return all(type(x) is str for x in v)
+    return all(type(s) is list and len(s) <= MAX_DIMS and all(type(x) is int for x in s) for s in v)
 
 
-def _pg_verdict(pg: str, desc: str, per_rank: dict[int, dict[int, dict]], backend: str) -> PGVerdict:
+class _Sig:
+    """What ranks must agree on at one sequence id: (profiling name, input shapes, dtypes).
+
+    Small values (every real entry) are compared raw with == (C speed); Entries are built only where
+    ranks differ. Anything larger is reduced once per distinct object to a number: a dump can share
+    one huge list among all its entries through pickle memo references, and comparing it anew at
+    every sequence id would cost its size times the number of ids.
+    """
+
+    def __init__(self):
+        self._by_id: dict = {}
+        self._canon: dict = {}
+
+    def _key(self, v, kind):
+        if v is None or _small(v, kind):
+            return v
+        k = self._by_id.get(id(v))
+        if k is None:
+            val = (tuple(x if type(x) is str else "?" for x in v) if isinstance(v, (list, tuple)) else ()) \
+                if kind is str else _shape_list(v)
+            k = self._by_id[id(v)] = ("big", self._canon.setdefault(val, len(self._canon)))
+        return k
+
+    def __call__(self, e: dict) -> tuple[tuple, bool]:
+        """(the signature, whether it is the raw values): a raw signature of small values bounds the
+        cost of comparing any other entry's raw values with it (== stops at the smaller side)."""
+        name = e.get("profiling_name")
+        sizes, dtypes = e.get("input_sizes"), e.get("input_dtypes")
+        ks, kd = self._key(sizes, int), self._key(dtypes, str)
+        return (name if type(name) is str else None, ks, kd), (ks is sizes and kd is dtypes and type(name) is str)
+
+
+def _pg_verdict(pg: str, desc: str, per_rank: dict[int, dict[int, dict]], backend: str,
+                _sig: _Sig | None = None) -> PGVerdict:
+    _sig = _sig or _Sig()
     ranks = sorted(per_rank)
     last = {r: (max(s) if s else 0) for r, s in per_rank.items()}
     # compare only where every buffer still reaches: the oldest entry kept on the rank that kept the least
@@ -33,18 +71,22 @@ def _pg_verdict(pg: str, desc: str, per_rank: dict[int, dict[int, dict]], backen
     top = max(last.values(), default=0)
     names: dict = {}
     tables = [per_rank[r] for r in ranks]
-    for seq in range(floor, top + 1):
-        first = None
+    # only the ids some rank recorded: an id no rank has decides nothing, and a dump can hold ids
+    # 1 and 10**15 (walking every id between would never end)
+    seqs = sorted({s for t in tables for s in t if floor <= s <= top})
+    for seq in seqs:
+        first, raw = None, False
         same = True
         for t in tables:
             e = t.get(seq)
             if e is None:
                 same = False
                 break
-            sig = _sig(e)
             if first is None:
-                first = sig
-            elif sig != first:
+                first, raw = _sig(e)  # validated once per id; the other ranks compare raw against it
+                continue
+            other = (e.get("profiling_name"), e.get("input_sizes"), e.get("input_dtypes")) if raw else _sig(e)[0]
+            if other != first:
                 same = False
                 break
         if same:
@@ -107,16 +149,17 @@ def analyze(dumps: list[RankDump], skipped: list[str] | tuple = ()) -> Divergenc
             table.setdefault(pg, {})[d.rank] = seqs
             if pg not in desc and seqs:
                 pgt = next(iter(seqs.values())).get("process_group")
-                if isinstance(pgt, (list, tuple)) and len(pgt) > 1 and pgt[1]:
-                    desc[pg] = str(pgt[1])
+                if isinstance(pgt, (list, tuple)) and len(pgt) > 1 and pgt[1] and type(pgt[1]) is str:
+                    desc[pg] = pgt[1][:200]
     verdicts = []
+    sig = _Sig()  # one for all groups: the objects it has reduced live as long as the dumps
     for pg in sorted(table, key=lambda p: (len(p), p)):
         per_rank = table[pg]
         # a rank of the group with an empty buffer for it never entered any of its collectives
         for d in dumps:
             if d.rank not in per_rank and _member(d, pg, desc.get(pg, "")):
                 per_rank[d.rank] = {}
-        verdicts.append(_pg_verdict(pg, desc.get(pg, ""), per_rank, backend))
+        verdicts.append(_pg_verdict(pg, desc.get(pg, ""), per_rank, backend, sig))
     order = {"mismatch": 0, "diverged": 1, "stuck": 2, "consistent": 3, "unknown": 4}
     verdicts.sort(key=lambda v: (order[v.status], v.seq if v.seq is not None else 0))
     notes = list(skipped)

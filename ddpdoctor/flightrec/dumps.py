@@ -11,16 +11,25 @@ and never trust a Gloo state. The file is named `<TORCH_FR_DUMP_TEMP_FILE><globa
 """
 from __future__ import annotations
 
-import ast
 import json
+import math
 import os
 import pickle
 import re
 
 from ddpdoctor.flightrec import safe_pickle
+from ddpdoctor.flightrec.entries import wire_entry
 from ddpdoctor.flightrec.model import BadDump, RankDump
+from ddpdoctor.readfile import read_limited
 
 MAX_DUMP_BYTES = 512 * 1024 * 1024  # a 20k-entry buffer is a few MB; refuse anything absurd
+# A dump is read only through typed accessors (entries.entry, wire_entry, _text, _ranks): each takes
+# torch's types (int64, str, a list of shapes) and nothing else, so a value nested 10**5 deep, an
+# integer of 5000 digits or a list shared by every entry through pickle memo references (600 KB that
+# expand to gigabytes) is never walked, printed or copied.
+MAX_RANKS = 1 << 17           # 131072: more ranks than any job has had
+_INT64 = 1 << 64
+_NOT_RANK_LIST = str.maketrans("", "", "0123456789, \t\n\r")  # deletes what "[0, 1]" may hold
 _TRAILING_RANK = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json))?$")
 
 
@@ -50,18 +59,37 @@ def _decode(data: bytes, path: str):
         raise BadDump(f"{path}: unreadable pickle ({type(e).__name__}: {str(e)[:80]}): truncated?") from None
 
 
+def _text(v, limit: int = 200) -> str:
+    """A string or an int64 of a dump as text ('' for anything else: str() of a nested value recurses)."""
+    if type(v) is str:
+        return v[:limit]
+    return str(v) if type(v) is int and -_INT64 < v < _INT64 else ""
+
+
+def _scalar(v) -> bool:
+    t = type(v)
+    return (t is int and -_INT64 < v < _INT64) or t is bool or v is None or (t is str and len(v) <= 200) \
+        or (t is float and math.isfinite(v))
+
+
 def _ranks(text) -> tuple:
-    # pg_config ranks is a string "[0, 1, 2]" (str(vector)); JSON dumps may hold a list
+    # pg_config ranks is a string "[0, 1, 2]" (str(vector)); JSON dumps may hold a list. Parsed by
+    # hand: ast.literal_eval builds a whole syntax tree (gigabytes for a 20 MB string) to read ints.
     if isinstance(text, (list, tuple)):
-        return tuple(int(r) for r in text if isinstance(r, int))
-    if isinstance(text, str):
-        try:
-            v = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return ()
-        if isinstance(v, (list, tuple)) and all(isinstance(r, int) for r in v):
-            return tuple(v)
-    return ()
+        return tuple(dict.fromkeys(r for r in text[:MAX_RANKS] if type(r) is int and 0 <= r < _INT64))
+    if not isinstance(text, str):
+        return ()
+    s = text.strip()
+    if len(s) < 2 or s[0] not in "[(" or s[-1] not in "])" or len(s) > MAX_RANKS * 12:
+        return ()
+    body = s[1:-1].strip().rstrip(",")
+    if not body or body.translate(_NOT_RANK_LIST):  # (no regex: sre keeps state per repetition, O(n) memory)
+        return ()
+    try:
+        ranks = tuple(dict.fromkeys(map(int, body.split(","))))  # int() takes the spaces; a rank listed once
+    except ValueError:  # "1 2", ",,", 5000 digits
+        return ()
+    return ranks if len(ranks) <= MAX_RANKS and max(ranks) < _INT64 else ()
 
 
 def parse(obj, path: str, rank: int | None = None) -> RankDump:
@@ -71,20 +99,23 @@ def parse(obj, path: str, rank: int | None = None) -> RankDump:
     raw = obj.get("entries")
     if not isinstance(raw, list):
         raise BadDump(f"{path}: not a flight-recorder dump ('entries' is not a list)")
-    names = {e.get("profiling_name") for e in raw if type(e) is dict}
+    names = {n for e in raw if type(e) is dict and type(n := e.get("profiling_name")) is str}
     backends = {n.split(":", 1)[0] for n in names if isinstance(n, str) and ":" in n}
     backend = backends.pop() if len(backends) == 1 else ("mixed" if backends else "")
     pg_ranks = {}
-    for key, cfg in (obj.get("pg_config") or {}).items():
-        if isinstance(cfg, dict):
-            pg_ranks[str(key)] = _ranks(cfg.get("ranks"))
-    status = {str(k): dict(v) for k, v in (obj.get("pg_status") or {}).items() if isinstance(v, dict)}
+    cfgs = obj.get("pg_config")
+    for key, cfg in (cfgs.items() if isinstance(cfgs, dict) else ()):
+        if isinstance(cfg, dict) and type(key) in (str, int):
+            pg_ranks[_text(key)] = _ranks(cfg.get("ranks"))
+    sts = obj.get("pg_status")
+    status = {_text(k): {_text(kk): vv for kk, vv in v.items() if type(kk) is str and _scalar(vv)}
+              for k, v in (sts.items() if isinstance(sts, dict) else ()) if isinstance(v, dict) and type(k) in (str, int)}
     if rank is None:
         rank = rank_from_name(path)
     if rank is None:
         raise BadDump(f"{path}: cannot tell which rank wrote it (torch names dumps <prefix><rank>)")
-    return RankDump(rank=rank, path=path, backend=backend, version=str(obj.get("version", "")),
-                    comm_lib_version=str(obj.get("comm_lib_version", "")), pg_ranks=pg_ranks,
+    return RankDump(rank=rank, path=path, backend=backend, version=_text(obj.get("version", "")),
+                    comm_lib_version=_text(obj.get("comm_lib_version", "")), pg_ranks=pg_ranks,
                     pg_status=status, raw_entries=tuple(raw))
 
 
@@ -93,17 +124,13 @@ def to_wire(d: RankDump, last: int = 500) -> dict:
     --gather` carries each node's dumps to the first node, which judges them together."""
     return {"rank": d.rank, "version": d.version, "comm_lib_version": d.comm_lib_version,
             "pg_config": {pg: {"ranks": list(r)} for pg, r in d.pg_ranks.items()}, "pg_status": d.pg_status,
-            "entries": list(d.raw_entries[-last:]) if last else []}
+            "entries": [w for w in map(wire_entry, d.raw_entries[-last:]) if w] if last else []}
 
 
 def load_file(path: str, rank: int | None = None) -> RankDump:
     """Read one dump file. Raises BadDump (one line) on anything that is not a readable dump."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_DUMP_BYTES:
-            raise BadDump(f"{path}: {size} bytes is too large for a flight-recorder dump")
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_limited(path, MAX_DUMP_BYTES)  # a FIFO, a device, a link to /proc/kmsg: refused, never waited on
     except OSError as e:
         raise BadDump(f"cannot read {path}: {e.strerror or e}") from None
     return parse(_decode(data, path), path, rank)

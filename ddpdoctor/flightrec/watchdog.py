@@ -21,14 +21,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_PREFIX = re.compile(r"\[(?:PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))?\s*(?:\((?P<desc>[^)]*)\))?\s+)?"
-                     r"Rank (?P<rank>\d+)\]")
-_GLOBAL = re.compile(r"\[(?:rank|default)(?P<g>\d+)\]:")
-_PROGRESS = re.compile(r"[Ll]ast enqueued (?:NCCL )?work: (?P<enq>-?\d+),? last completed (?:NCCL )?work: "
-                       r"(?P<done>-?\d+)")
-_AT = re.compile(r"(?:at work sequence id|at work|Timeout at NCCL work): (?P<at>-?\d+)")
-_WORK = re.compile(r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>-?\d+))?"
-                   r"(?:, NumelOut=(?P<nout>-?\d+))?")
+# numbers bounded to 18 digits: int64 ids, and int() of a 5000-digit run raises
+_PREFIX = re.compile(r"\[(?:PG (?:ID )?(?P<pg>\d{1,18})(?: PG GUID (?P<guid>[^\s(\]]{1,64}))?\s*(?:\((?P<desc>[^)]{0,200})\))?\s+)?"
+                     r"Rank (?P<rank>\d{1,18})\]")
+_GLOBAL = re.compile(r"\[(?:rank|default)(?P<g>\d{1,18})\]:")
+_PROGRESS = re.compile(r"[Ll]ast enqueued (?:NCCL )?work: (?P<enq>-?\d{1,18}),? last completed (?:NCCL )?work: "
+                       r"(?P<done>-?\d{1,18})\b")
+_AT = re.compile(r"(?:at work sequence id|at work|Timeout at NCCL work): (?P<at>-?\d{1,18})\b")
+_WORK = re.compile(r"WorkNCCL\(SeqNum=(?P<seq>\d{1,18}), OpType=(?P<op>\w{1,64})(?:, NumelIn=(?P<nin>-?\d{1,18}))?"
+                   r"(?:, NumelOut=(?P<nout>-?\d{1,18}))?")
 
 
 @dataclass(frozen=True)
@@ -80,12 +81,22 @@ class WatchdogView:
         return bool(self.groups)
 
 
+# Memory stays bounded whatever the log holds: at most MAX_KEYS (group, rank) pairs are followed (a
+# job's watchdog names each rank once per group; a million distinct ones is not a job's log), and
+# per pair only the WORKS_PER_RANK lowest timed-out work ids (the stuck one is the lowest that
+# timed out; a log with a million WorkNCCL lines for one rank keeps four).
+MAX_KEYS = 1 << 15
+WORKS_PER_RANK = 4
+
+
 @dataclass
 class _Acc:
     progress: dict = field(default_factory=dict)   # (pg, rank) -> RankProgress (the last line wins)
     works: dict = field(default_factory=dict)      # (pg, rank, seq) -> TimedOutWork
+    seqs: dict = field(default_factory=dict)       # (pg, rank) -> the seqs kept in `works`
     desc: dict = field(default_factory=dict)
     lines: int = 0
+    ignored: int = 0                               # lines about (pg, rank) pairs past MAX_KEYS
 
 
 def feed(acc: _Acc, line: str, source: str) -> None:
@@ -107,6 +118,9 @@ def feed(acc: _Acc, line: str, source: str) -> None:
         acc.desc[pg] = pre.group("desc")
     if pg == "0" and g is not None and pre is None:
         rank = g
+    if (pg, rank) not in acc.progress and (pg, rank) not in acc.seqs and len(acc.progress) + len(acc.seqs) >= MAX_KEYS:
+        acc.ignored += 1
+        return
     acc.lines += 1
     if prog is not None:
         at = _AT.search(line)
@@ -119,7 +133,17 @@ def feed(acc: _Acc, line: str, source: str) -> None:
                                                 failed_at=failed_at, source=source)
     else:
         nin, nout = work.group("nin"), work.group("nout")
-        acc.works[(pg, rank, int(work.group("seq")))] = TimedOutWork(
+        seq = int(work.group("seq"))
+        kept = acc.seqs.setdefault((pg, rank), [])
+        if seq not in kept:
+            if len(kept) >= WORKS_PER_RANK:
+                if seq > max(kept):
+                    return
+                drop = max(kept)
+                kept.remove(drop)
+                acc.works.pop((pg, rank, drop), None)
+            kept.append(seq)
+        acc.works[(pg, rank, seq)] = TimedOutWork(
             pg=pg, rank=rank, seq=int(work.group("seq")), op=work.group("op"),
             numel_in=int(nin) if nin else None, numel_out=int(nout) if nout else None, source=source)
 
@@ -241,7 +265,9 @@ def judge_taps(taps) -> WatchdogView:
     acc = _Acc()
     for t in taps:
         t.close()
-        acc.progress.update(t._acc.progress)
+        for key, p in t._acc.progress.items():  # the bound holds across logs too
+            if key in acc.progress or len(acc.progress) < MAX_KEYS:
+                acc.progress[key] = p
         acc.works.update(t._acc.works)
         acc.desc.update(t._acc.desc)
         acc.lines += t._acc.lines

@@ -18,8 +18,9 @@ import os
 import re
 from typing import Mapping
 
+from ddpdoctor.render.safe import export_line, note_line, one_line
+
 DEFAULT_ENTRIES = 2000
-_SAFE = re.compile(r"^[A-Za-z0-9_./:@=-]{1,200}$")  # Slurm's TaskProlog takes values verbatim: no quoting
 
 
 def job_id(env: Mapping[str, str]) -> str:
@@ -50,18 +51,30 @@ def arm_lines(env: Mapping[str, str], *, root: str | None = None, entries: int =
     """`export` lines (shell syntax when `shell`, Slurm TaskProlog syntax otherwise) and advice lines."""
     directory = dump_dir(env, root)
     out = []
+    if one_line(directory) != directory:  # not even created: a path no export line can carry
+        return [note_line(f"ddpdoctor: the dump directory {directory} holds a control character: "
+                          "flight-recorder dumps left unarmed", shell=shell)]
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         writable = os.access(directory, os.W_OK)
     except OSError:
         writable = False
-    note = "#" if shell else "print"
+    # every line through render.safe: TMPDIR, --dir, DDPDOCTOR_FR_ROOT and the site's fr_dir are
+    # anyone's text, and a line break in one would add a line that `eval` or slurmstepd runs
     if not writable:
-        return [f"{note} ddpdoctor: cannot write {directory}: flight-recorder dumps left unarmed"]
+        return [note_line(f"ddpdoctor: cannot write {directory}: flight-recorder dumps left unarmed", shell=shell)]
+    skipped = []
     for k, v in arm_vars(env, directory=directory, entries=entries).items():
-        if _SAFE.match(v):
-            out.append(f"export {k}={v}")
+        line = export_line(k, v, shell=shell)
+        if line:
+            out.append(line)
+        else:
+            skipped.append(k)
+    if skipped:
+        out.append(note_line(f"ddpdoctor: {', '.join(skipped)} left unset: {directory} needs quoting, "
+                             "which a TaskProlog line cannot carry", shell=shell))
     if pg_timeout_min is not None:
-        out.append(f"{note} ddpdoctor: the site asks for a process-group timeout of {pg_timeout_min:g} min: "
-                   f"init_process_group(..., timeout=datetime.timedelta(minutes={pg_timeout_min:g}))")
+        out.append(note_line(f"ddpdoctor: the site asks for a process-group timeout of {pg_timeout_min:g} min: "
+                             f"init_process_group(..., timeout=datetime.timedelta(minutes={pg_timeout_min:g}))",
+                             shell=shell))
     return out

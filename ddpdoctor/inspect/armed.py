@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
+from ddpdoctor.readfile import read_prefix
+
 PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 
 
@@ -107,7 +109,6 @@ def watchdog_lines(paths: Sequence[str]) -> dict[str, Any]:
 
     logs = []
     for p in paths:
-        with open(p, "rb") as f:  # OSError: the caller turns it into one line, exit 2
-            data = f.read(64 << 20)
+        data = read_prefix(p, 64 << 20)  # OSError (a FIFO, a device): the caller turns it into one line, exit 2
         logs.append((os.path.basename(p), data.decode("utf-8", "replace").splitlines()))
     return {"logs": list(paths), **to_dict(scan_many(logs))}

@@ -76,8 +76,8 @@ def lint_paths(paths, select=(), ignore=()) -> LintResult:
         for r in rules:
             try:
                 found = list(r.func(ctx))
-            except RecursionError:
-                res.crashes.append(f"{path}: {r.id} gave up (nesting too deep)")
+            except RecursionError:  # the input's fault, not a bug: bad input (exit 2), not a crash (exit 3)
+                res.problems.append(InputProblem(str(path), f"{r.id} gave up: the code nests too deep"))
                 continue
             except Exception as e:  # noqa: BLE001 - one rule's bug must not stop the others
                 res.crashes.append(f"{path}: {r.id} crashed (ddpdoctor bug, please report): {type(e).__name__}: {e}")

@@ -3,10 +3,14 @@
 LibCST keeps the concrete syntax tree (whitespace, comments, quotes), so a fix changes only the
 call it is about; Python's `ast` would lose the formatting on the way back (docs/lint.md).
 Each fix edits the call the finding points at (line and column from `ast`, matched against
-LibCST's PositionProvider); a file that changed on disk since it was linted is left alone.
+LibCST's PositionProvider); a file that changed on disk since it was linted is left alone (its
+findings are stale: their positions point into another text), and so is a file reached through a
+symbolic link or lying outside the trees given on the command line (a link in a tree must not let
+`--fix` rewrite /etc or another user's file).
 """
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -15,8 +19,46 @@ from ddpdoctor.lint.registry import LintFinding
 FIXERS = {"DL002", "DL006", "DL009"}
 
 
-def apply(findings: list[LintFinding], *, unsafe: bool = False) -> dict[str, list[LintFinding]]:
-    """Apply fixes; returns {file: findings fixed}. Notebooks are never rewritten."""
+# mtimes come from the kernel's coarse clock (one tick, up to 10 ms, behind time.time_ns): a file
+# written in the last ticks before the lint started counts as changed during it (a rerun fixes it)
+_CLOCK_SLACK_NS = 50_000_000
+
+
+def _inside(real: str, roots: list[str]) -> bool:
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def _refusal(file: str, roots: list[str] | None, linted_since_ns: int | None) -> str:
+    """Why `file` must not be rewritten ('' when it may)."""
+    try:
+        st = os.lstat(file)
+    except OSError as e:
+        return f"cannot read: {e.strerror or e}"
+    if os.path.islink(file):
+        return "not fixed: a symbolic link (fix the file it points to directly)"
+    if roots is not None:  # a file given names its directory: lint follows its local imports there
+        real_roots = [os.path.realpath(r if os.path.isdir(r) else os.path.dirname(os.path.abspath(r))) for r in roots]
+        if not _inside(os.path.realpath(file), real_roots):
+            return "not fixed: reached through a symbolic link, outside the paths given"
+    if linted_since_ns is not None and st.st_mtime_ns >= linted_since_ns - _CLOCK_SLACK_NS:
+        return "not fixed: the file changed while it was linted (rerun lint --fix)"
+    return ""
+
+
+def _write_in_place(file: str, text: str) -> None:
+    # O_NOFOLLOW: a symlink swapped in after the checks above is refused, not written through
+    fd = os.open(file, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def apply(findings: list[LintFinding], *, unsafe: bool = False, roots: list[str] | None = None,
+          linted_since_ns: int | None = None, skipped: list | None = None) -> dict[str, list[LintFinding]]:
+    """Apply fixes; returns {file: findings fixed}. Notebooks are never rewritten.
+
+    `roots`: the paths given to lint (files outside them are not written); `linted_since_ns`:
+    time.time_ns() before the lint read the files (a file modified since keeps its text);
+    `skipped` collects (file, reason) for each file left alone."""
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
@@ -28,10 +70,15 @@ def apply(findings: list[LintFinding], *, unsafe: bool = False) -> dict[str, lis
     done: dict[str, list[LintFinding]] = {}
     for file, fs in todo.items():
         path = Path(file)
+        why = _refusal(file, roots, linted_since_ns)
+        if why:
+            if skipped is not None:
+                skipped.append((file, why))
+            continue
         try:
             text = path.read_text(encoding="utf-8")
             wrapper = MetadataWrapper(cst.parse_module(text))
-        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, MemoryError):
             continue
         want = {(f.line, f.col - 1): f for f in fs}
         applied: list[LintFinding] = []
@@ -49,9 +96,21 @@ def apply(findings: list[LintFinding], *, unsafe: bool = False) -> dict[str, lis
                     applied.append(f)
                 return new
 
-        new_mod = wrapper.visit(Fixer())
+        try:
+            new_mod = wrapper.visit(Fixer())
+        except RecursionError:
+            continue
         if applied and new_mod.code != text:
-            path.write_text(new_mod.code, encoding="utf-8")
+            why = _refusal(file, roots, linted_since_ns)  # again: it may have changed while LibCST worked
+            try:
+                if not why:
+                    _write_in_place(file, new_mod.code)
+            except OSError as e:  # read-only, a full disk: this file stays as it was, the others go on
+                why = f"cannot write: {e.strerror or e}"
+            if why:
+                if skipped is not None:
+                    skipped.append((file, why))
+                continue
             done[file] = applied
     return done
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpdoctor.lint.module import Module
+from ddpdoctor.readfile import read_limited
 
 MAX_BYTES = 5 * 1024 * 1024  # a training script is kilobytes; a 5 MiB ".py" is generated or data
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "env", "node_modules", "site-packages", ".tox", ".mypy_cache",
@@ -65,7 +66,7 @@ def load(path: Path) -> Module | InputProblem:
         if st.st_size > MAX_BYTES:
             return InputProblem(str(path), f"skipped: {st.st_size / 2**20:.1f} MiB is too large for a script "
                                            f"(limit {MAX_BYTES // 2**20} MiB)")
-        data = path.read_bytes()
+        data = read_limited(path, MAX_BYTES)  # a link to /proc/kmsg or a FIFO: refused, never waited on
     except OSError as e:
         return InputProblem(str(path), f"cannot read: {e.strerror or e}")
     if b"\0" in data[:8192]:
@@ -103,7 +104,7 @@ def _notebook_code(path: Path, text: str):
         cells = nb["cells"] if isinstance(nb, dict) else None
         if not isinstance(cells, list):
             raise ValueError
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: [[[[... nested past the stack
         return InputProblem(str(path), "not a Jupyter notebook (no JSON with 'cells')")
     out, line_map = [], {}
     n = 0

@@ -70,7 +70,9 @@ FACTS = (
          example="|    0   N/A  N/A     12345      C   /usr/bin/python                  1234MiB |"),
     # Platform markers (they shift odds, never decide alone): Kubernetes - kubectl in a paste, service DNS
     # names (.svc, .svc.cluster.local), Kubeflow PyTorchJob pod names <job>-master-N (rides the 'master' gate).
-    Fact("kubernetes", r"\bkubectl\s|\.svc(?:\.cluster\.local)?\b|\b[a-z0-9][a-z0-9-]*-master-\d+\b",
+    # (`(?<=[a-z0-9])-master-` and not `\b[a-z0-9][a-z0-9-]*-master-`: that one rescanned the name from
+    # every position of a long run of "a-a-a-...", quadratic in the line: tests/test_hostile_regex.py)
+    Fact("kubernetes", r"\bkubectl\s|\.svc(?:\.cluster\.local)?\b|(?<=[a-z0-9])-master-\d+\b",
          trigger=("kubectl", ".svc", "master"), example="$ kubectl logs optimizer-worker-0"),
     # Context for the differential of generic symptoms (differential.py). A frame of torch's own code in a
     # traceback names the call site of the error: communicator creation (init_process_group, barrier, the

@@ -73,14 +73,18 @@ class _GzipGuard(io.RawIOBase):
         return len(data)
 
 
-def _sniff(stream: BinaryIO, guards: list | None = None) -> BinaryIO:
+MAX_GZIP_LAYERS = 3  # a log gzipped twice happens (a .gz inside a .tar.gz); 150 layers is an attack
+
+
+def _sniff(stream: BinaryIO, guards: list | None = None, depth: int = 0) -> BinaryIO:
     """Wrap gzip and UTF-16 streams so the rest only ever sees UTF-8-ish bytes."""
     head = _peek(stream, 4)
-    if head[:2] == b"\x1f\x8b":
+    if head[:2] == b"\x1f\x8b" and depth < MAX_GZIP_LAYERS:
+        # each layer holds a CHUNK buffer: the depth bound keeps memory bounded (the rest is read as bytes)
         guard = _GzipGuard(gzip.GzipFile(fileobj=stream))
         if guards is not None:
             guards.append(guard)
-        return _sniff(io.BufferedReader(guard, CHUNK), guards)
+        return _sniff(io.BufferedReader(guard, CHUNK), guards, depth + 1)
     if head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
         return _Transcoder(stream, "utf-16")
     return stream

@@ -148,6 +148,7 @@ class ProbeServer:
         # most MAX_HANDLERS run at once; a connection beyond that is closed at once, unanswered.
         self._handlers: set[threading.Thread] = set()
         self._slots = threading.BoundedSemaphore(MAX_HANDLERS)
+        self._live: dict[socket.socket, float] = {}  # connection -> when accepted (the oldest is evicted first)
         self._thread = threading.Thread(target=self._loop, name="probe-server", daemon=True)
         self._thread.start()
 
@@ -167,11 +168,18 @@ class ProbeServer:
     def _dispatch(self, conn: socket.socket, peer: str, ephemeral: bool) -> None:
         """Answer `conn` in a thread of its own, within the bound; never let the server thread die."""
         if not self._slots.acquire(blocking=False):
-            conn.close()  # MAX_HANDLERS slow peers already: a flood must not exhaust threads or memory
-            return
+            # MAX_HANDLERS connections already: a flood must not exhaust threads or memory, but idle
+            # connections must not shut real workers out either (70 of them did, for as long as they
+            # stayed): the oldest one, which a real worker would have finished with in milliseconds,
+            # makes room for the new one.
+            if not self._evict_oldest() or not self._slots.acquire(timeout=1.0):
+                conn.close()
+                return
         t = None
         try:
             conn.setblocking(True)
+            with self.changed:
+                self._live[conn] = time.monotonic()
             t = threading.Thread(target=self._handle, args=(conn, peer, ephemeral), daemon=True)
             with self.changed:
                 self._handlers.add(t)
@@ -179,6 +187,7 @@ class ProbeServer:
         except (RuntimeError, OSError, MemoryError):  # "can't start new thread": drop this one, keep serving
             with self.changed:
                 self._handlers.discard(t)
+                self._live.pop(conn, None)
             self._slots.release()
             conn.close()
 
@@ -206,7 +215,23 @@ class ProbeServer:
             conn.close()
             with self.changed:
                 self._handlers.discard(threading.current_thread())
+                self._live.pop(conn, None)
             self._slots.release()
+
+    def _evict_oldest(self, min_age: float = 0.05) -> bool:
+        """Shut down the oldest live connection (its handler's read returns, its slot frees)."""
+        with self.changed:
+            now = time.monotonic()
+            old = [(t, c) for c, t in self._live.items() if now - t >= min_age]
+            if not old:
+                return False
+            _, conn = min(old, key=lambda tc: tc[0])
+            del self._live[conn]
+        try:
+            conn.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        return True
 
     def _bulk(self, conn: socket.socket, peer: str, parts: list[str]) -> None:
         """Path-MTU probe (probes/pathmtu.py): count a worker's bulk bytes, answer with our MTU, send them back."""

@@ -16,10 +16,18 @@ class Resolution:
     error: str = ""               # resolver error text, "" when it resolved
     duration_s: float = 0.0
     timed_out: bool = False
+    temporary: bool = False       # the resolver answered with a failure (SERVFAIL, REFUSED): no verdict on the name
 
     @property
     def ok(self) -> bool:
         return bool(self.addrs)
+
+    @property
+    def no_answer(self) -> bool:
+        """No verdict on the name: the resolver was silent or failed. Only NXDOMAIN / NODATA
+        (EAI_NONAME, EAI_NODATA) say that a name does not resolve; a DNS outage must not read as
+        one (a prolog would drain every node it runs on during the outage)."""
+        return self.timed_out or self.temporary
 
     @property
     def ipv4(self) -> tuple[str, ...]:
@@ -32,6 +40,15 @@ class Reverse:
     names: tuple[str, ...] = field(default_factory=tuple)
     error: str = ""
     duration_s: float = 0.0
+
+
+# The answers that say a name has no address. glibc's res_query maps the DNS rcode to h_errno
+# (NXDOMAIN -> HOST_NOT_FOUND, NOERROR without data -> NO_DATA, SERVFAIL -> TRY_AGAIN, REFUSED and
+# the rest -> NO_RECOVERY) and getaddrinfo turns those into EAI_NONAME / EAI_NODATA / EAI_AGAIN /
+# EAI_FAIL (glibc resolv/res_query.c, nss/getaddrinfo.c). Everything that is not a negative answer
+# (EAI_AGAIN, EAI_FAIL, EAI_SYSTEM, EAI_MEMORY, ...) is a failure of the resolver, not of the name.
+NEGATIVE_ANSWERS = frozenset(getattr(socket, n) for n in ("EAI_NONAME", "EAI_NODATA", "EAI_ADDRFAMILY")
+                             if hasattr(socket, n))
 
 
 def _gai(name: str, family: int) -> list:
@@ -47,7 +64,8 @@ def resolve(name: str, *, timeout: float = 2.0, family: int = socket.AF_UNSPEC) 
     except ProbeTimeout as e:
         return Resolution(name, (), f"resolver gave {e}", time.monotonic() - t0, True)
     except socket.gaierror as e:
-        return Resolution(name, (), f"{e.strerror or e} (gaierror {e.errno})", time.monotonic() - t0)
+        return Resolution(name, (), f"{e.strerror or e} (gaierror {e.errno})", time.monotonic() - t0,
+                          temporary=e.errno not in NEGATIVE_ANSWERS)
     except (OSError, UnicodeError, ValueError) as e:
         return Resolution(name, (), str(e), time.monotonic() - t0)
     addrs: list[str] = []

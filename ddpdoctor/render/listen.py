@@ -34,9 +34,13 @@ def summary(res, *, port: int, expect: int | None, partial: Sequence, partial_fi
     out += [f"✓ {w.host} from {w.addr} via {w.interface}" for w in res.workers if w.complete]
     lo, hi = res.eport_range
     for w, fix in zip(partial, partial_fix):
-        out.append(f"✗ {w.host} from {w.addr} reached port {port} but not ephemeral port {res.eport}: "
-                   f"a firewall passes the rendezvous port and drops {lo}-{hi}")
-        out.append(f"    fix: {fix}")
+        # From here a dropped ephemeral port and a peer that never tried it (it died, it is an old
+        # ddpdoctor, or not one at all: any process may say HELLO) look the same: no connection. The
+        # worker's own probe tells them apart (its connect times out), so that is what we ask for.
+        out.append(f"? {w.host} from {w.addr} reached port {port} but never came to ephemeral port {res.eport}: "
+                   f"a firewall dropping {lo}-{hi}, or the peer stopped after its first probe")
+        out.append(f"    decide: run `{probe_cmd}` on {w.host}: it names a dropped port")
+        out.append(f"    if it does: {fix}")
     if missing > 0:
         out.append(f"✗ {missing} worker(s) never arrived: run `{probe_cmd}` on them; its report names what blocks them")
     elif missing < 0:

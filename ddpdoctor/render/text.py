@@ -10,6 +10,7 @@ import sys
 from typing import Callable, TextIO
 
 from ddpdoctor.model import CheckResult, Fix, Report, Severity, Status
+from ddpdoctor.render.safe import terminal_text
 
 SYMBOL = {
     Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗",
@@ -111,5 +112,8 @@ def footer(report: Report, p: _Painter | None = None) -> str:
 
 def write(report: Report, stream: TextIO | None = None, verbose: bool = False) -> None:
     stream = stream or sys.stdout
-    stream.write(render(report, colour=use_colour(stream), unicode=_unicode_ok(stream), verbose=verbose))
+    colour = use_colour(stream)
+    # findings quote hostnames, peer names, log lines: their escape sequences never reach the terminal
+    stream.write(terminal_text(render(report, colour=colour, unicode=_unicode_ok(stream), verbose=verbose),
+                               colour=colour))
     stream.flush()

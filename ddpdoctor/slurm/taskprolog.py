@@ -19,6 +19,7 @@ import re
 import socket
 from typing import Mapping
 
+from ddpdoctor.render.safe import export_line, note_line
 from ddpdoctor.siteconfig import TASK_VARIABLES
 
 _SAFE_VALUE = re.compile(r"^=?[A-Za-z0-9_.:@-]{1,64}$")  # interface names, NCCL's exact-match `=`
@@ -48,13 +49,16 @@ def task_lines(env: Mapping[str, str], *, variables: tuple[str, ...] = TASK_VARI
     if target is None:
         return []
     facts = NetworkFacts(target, RENDEZVOUS_PORT, env=dict(env), probe_timeout=timeout, hostname=host)
+    # node names come from the job's environment: note_line keeps each on the one `print` line
     if not facts.master_addr:
-        return [f"print ddpdoctor: {target} does not resolve on {me} ({facts.master_res.error}); "
-                f"{', '.join(wanted)} left unset"]
+        return [note_line(f"ddpdoctor: {target} does not resolve on {me} ({facts.master_res.error}); "
+                          f"{', '.join(wanted)} left unset", shell=False)]
     if facts.route is None or not facts.route.ok:
-        return [f"print ddpdoctor: no route from {me} to {target} ({facts.master_addr}); {', '.join(wanted)} left unset"]
+        return [note_line(f"ddpdoctor: no route from {me} to {target} ({facts.master_addr}); "
+                          f"{', '.join(wanted)} left unset", shell=False)]
     rec = recommended_env(facts)
-    return [f"export {k}={rec[k]}" for k in wanted if rec.get(k) and _SAFE_VALUE.match(rec[k])]
+    lines = (export_line(k, rec[k], shell=False) for k in wanted if rec.get(k) and _SAFE_VALUE.match(rec[k]))
+    return [line for line in lines if line]
 
 
 def arm_task_lines(env: Mapping[str, str], cfg) -> list[str]:

@@ -1,0 +1,95 @@
+"""Read a file someone else named, within bounds: never wait on it, never read more than asked.
+
+A path on the command line, in a dump directory or in a lint tree can be a FIFO (open() waits for a
+writer for ever), a device (/dev/zero never ends), a symlink to /proc/kmsg (a read waits for the next
+kernel message) or simply too large. Each of these comes back as an OSError whose `strerror` is
+the one line the user sees; every reader of a user's file goes through here.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+
+def _fmt(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
+
+
+def _open_regular(path) -> int:
+    # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer, and a read of a
+    # file that would wait (/proc/kmsg) fails with EAGAIN instead; O_NOCTTY: a terminal device
+    # never becomes our controlling terminal. Then only a regular file is read.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a directory" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode) else "special")
+            raise OSError(errno.EINVAL, f"{kind}, not a regular file")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_limited(path, limit: int) -> bytes:
+    """The whole of regular file `path`; OSError (one-line strerror) when it is not a regular file,
+    would block, or holds more than `limit` bytes (an error, never a silent cut)."""
+    fd = _open_regular(path)
+    try:
+        chunks, got = [], 0
+        while got <= limit:
+            data = os.read(fd, min(1 << 20, limit + 1 - got))
+            if not data:
+                break
+            chunks.append(data)
+            got += len(data)
+        if got > limit:
+            raise OSError(errno.EFBIG, f"larger than {_fmt(limit)}, the most read from such a file")
+        return b"".join(chunks)
+    except BlockingIOError:
+        raise OSError(errno.EAGAIN, "a read would wait (a special file, not a log or dump)") from None
+    finally:
+        os.close(fd)
+
+
+def read_prefix(path, limit: int) -> bytes:
+    """The first `limit` bytes of regular file `path` (a log, where the head is enough)."""
+    fd = _open_regular(path)
+    try:
+        chunks, got = [], 0
+        while got < limit:
+            data = os.read(fd, min(1 << 20, limit - got))
+            if not data:
+                break
+            chunks.append(data)
+            got += len(data)
+        return b"".join(chunks)
+    except BlockingIOError:
+        raise OSError(errno.EAGAIN, "a read would wait (a special file, not a log or dump)") from None
+    finally:
+        os.close(fd)
+
+
+def open_stream(path):
+    """A binary stream over regular file `path` or a pipe that has a writer (`<(zcat log.gz)`),
+    for readers that stream; a FIFO nobody writes to reads as empty instead of waiting, a device
+    or a special file is refused."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode):
+            os.set_blocking(fd, True)  # a writer that is there keeps writing; none: EOF at once
+        elif not stat.S_ISREG(mode):
+            os.close(fd)
+            fd = -1
+            return _open_regular(path)  # raises the one-line reason
+        else:
+            # a regular file that would block (/proc/kmsg) is refused on its first read: keep O_NONBLOCK
+            pass
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise

@@ -1,0 +1,104 @@
+"""Hostile logs for `explain --log` (issue 21): a FIFO nobody writes to, /dev/zero, a link to /proc/kmsg,
+150 nested gzip layers, and a million watchdog lines: each within the bounds — memory that stays flat
+as the log grows, one line and exit 2 where there is nothing to read."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from hostile import GIB, ROOT, assert_bounded, assert_one_line_refusal, run_bounded
+
+
+def test_a_fifo_without_a_writer_reads_as_an_empty_log(tmp_path):
+    os.mkfifo(tmp_path / "log")
+    o = run_bounded(["explain", "--log", str(tmp_path / "log"), "--json"])
+    assert_bounded(o, codes=(0,))
+    json.loads(o.stdout)
+
+
+def test_a_pipe_with_a_writer_is_still_read(tmp_path):
+    # what `explain --log <(zcat job.log.gz)` passes: /dev/fd/N, a pipe with a writer
+    r, w = os.pipe()
+    os.write(w, b"RuntimeError: Connection reset by peer\n")
+    os.close(w)
+    p = subprocess.run([sys.executable, "-m", "ddpdoctor", "explain", "--log", f"/dev/fd/{r}"], pass_fds=(r,),
+                       capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": ROOT})
+    os.close(r)
+    assert p.returncode == 0 and "line 1" in p.stdout, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/dev/urandom"])
+def test_a_device_is_one_line_and_exit_2(path):
+    assert_one_line_refusal(run_bounded(["explain", "--log", path]))
+
+
+def test_stdin_from_dev_zero_is_one_line_and_exit_2():
+    with open("/dev/zero", "rb") as z:
+        assert_one_line_refusal(run_bounded(["explain", "--log", "-"], stdin=z))
+
+
+def test_a_link_to_proc_kmsg_is_not_a_wait(tmp_path):
+    if not os.access("/proc/kmsg", os.R_OK):
+        pytest.skip("/proc/kmsg is not readable here")
+    (tmp_path / "job.log").symlink_to("/proc/kmsg")
+    assert_bounded(run_bounded(["explain", "--log", str(tmp_path / "job.log")]))
+
+
+def test_150_nested_gzip_layers(tmp_path):
+    data = b"RuntimeError: Connection reset by peer\n" * 10
+    for _ in range(150):
+        data = gzip.compress(data, compresslevel=1)
+    (tmp_path / "job.log.gz").write_bytes(data)
+    o = run_bounded(["explain", "--log", str(tmp_path / "job.log.gz"), "--json"])
+    assert_bounded(o)
+    json.loads(o.stdout)
+
+
+def test_a_gzip_inside_a_gzip_is_still_read(tmp_path):
+    (tmp_path / "job.log.gz").write_bytes(gzip.compress(gzip.compress(b"x\nRuntimeError: Connection reset by peer\n")))
+    o = run_bounded(["explain", "--log", str(tmp_path / "job.log.gz")])
+    assert_bounded(o, codes=(0,))
+    assert "line 2" in o.stdout
+
+
+_FEED = """
+import resource, sys
+from ddpdoctor.flightrec.watchdog import Tap
+n, kind = int(sys.argv[1]), sys.argv[2]
+tap = Tap("log")
+buf = []
+for i in range(n):
+    if kind == "ranks":   # a distinct rank on every line
+        buf.append(f"[rank{i}]:[PG 0 (default_pg) Rank {i}] Timeout at NCCL work: 5, last enqueued NCCL work: 5, last completed NCCL work: 4.")
+    else:                 # one rank, a new timed-out work on every line
+        buf.append(f"[rank0]:[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={i}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)")
+    if len(buf) == 10000:
+        tap.feed_bytes(("\\n".join(buf) + "\\n").encode())
+        buf = []
+from ddpdoctor.flightrec.watchdog import judge_taps
+view = judge_taps([tap])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def _peak_kib(n: int, kind: str) -> int:
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (GIB, GIB))
+    p = subprocess.run([sys.executable, "-c", _FEED, str(n), kind], capture_output=True, text=True, timeout=120,
+                       preexec_fn=limit, env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 0, p.stderr[-2000:]
+    return int(p.stdout.split()[-1])
+
+
+@pytest.mark.parametrize("kind", ["ranks", "works"])
+def test_watchdog_lines_keep_memory_flat(kind):
+    # 970 MB for a million lines before; now the followed (group, rank) pairs and the kept work ids
+    # are bounded: four times the lines may not cost much more memory than a quarter of them
+    small, large = _peak_kib(100_000, kind), _peak_kib(400_000, kind)
+    assert large < small * 1.3, (small, large)
