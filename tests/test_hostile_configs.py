@@ -10,6 +10,9 @@ import pytest
 from hostile import assert_bounded, assert_one_line_refusal, run_bounded
 from ddpdoctor import siteconfig
 
+# these attacks run the CLI (or a job) in a child process bounded in time and memory (tests/conftest.py kinds)
+pytestmark = pytest.mark.torchjob
+
 
 def test_a_site_config_over_1_mib_is_an_error_not_a_cut(tmp_path):
     conf = tmp_path / "site.toml"

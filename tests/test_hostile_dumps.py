@@ -18,6 +18,9 @@ import pytest
 from hostile import assert_bounded, run_bounded
 from ddpdoctor.flightrec.dumps import _ranks
 
+# these attacks run the CLI (or a job) in a child process bounded in time and memory (tests/conftest.py kinds)
+pytestmark = pytest.mark.torchjob
+
 
 def entry(seq, sizes=None, name="nccl:all_reduce", **kw):
     d = {"pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": seq, "p2p_seq_id": 0,

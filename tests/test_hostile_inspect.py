@@ -1,6 +1,6 @@
 """`inspect` keeps its own deadline whatever the armed job left (issue 21): a dump directory that takes
 longer to read than --deadline allows gives a warning in time, not a late verdict. A real torchrun +
-Gloo job, as tests/test_inspect_lab.py runs it."""
+Gloo job, as tests/test_inspect_torchjob.py runs it."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,10 @@ import time
 
 import pytest
 
-from test_inspect_lab import ROOT, _workers, job  # noqa: F401 (job: the fixture)
+from test_inspect_torchjob import ROOT, _workers, job  # noqa: F401 (job: the fixture)
+
+# these attacks run the CLI (or a job) in a child process bounded in time and memory (tests/conftest.py kinds)
+pytestmark = pytest.mark.torchjob
 
 pytest.importorskip("torch")
 

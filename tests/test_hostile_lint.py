@@ -17,6 +17,9 @@ from hostile import ROOT, assert_bounded, run_bounded
 from ddpdoctor.lint import fix as fixmod
 from ddpdoctor.lint import lint_paths
 
+# these attacks run the CLI (or a job) in a child process bounded in time and memory (tests/conftest.py kinds)
+pytestmark = pytest.mark.torchjob
+
 BAD = "import torch\ns = torch.utils.data.DataLoader(range(3), shuffle=True, sampler=[0])\n"
 FIXED = "import torch\ns = torch.utils.data.DataLoader(range(3), sampler=[0])\n"
 

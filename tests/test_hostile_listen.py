@@ -3,13 +3,19 @@ peer that does only half the handshake is not diagnosed as a firewall with a lin
 up, kept: the listener keeps its deadline and closes both ports."""
 from __future__ import annotations
 
+import pytest
+
 import socket
 import time
 
-from ddpdoctor.peerprobe import protocol as handshake, server as L
+from ddpdoctor.peerprobe import server as L
+from ddpdoctor.probes import handshake
 from ddpdoctor.probes import sockets
 from ddpdoctor.render import listen as show
 from ports import free_port
+
+# these attacks run the CLI (or a job) in a child process bounded in time and memory (tests/conftest.py kinds)
+pytestmark = pytest.mark.torchjob
 
 
 def test_70_idle_connections_do_not_shut_out_a_real_worker():

@@ -14,6 +14,9 @@ import pytest
 
 from hostile import GIB, ROOT, assert_bounded, assert_one_line_refusal, run_bounded
 
+# these attacks run the CLI (or a job) in a child process bounded in time and memory (tests/conftest.py kinds)
+pytestmark = pytest.mark.torchjob
+
 
 def test_a_fifo_without_a_writer_reads_as_an_empty_log(tmp_path):
     os.mkfifo(tmp_path / "log")
@@ -82,6 +85,7 @@ for i in range(n):
         tap.feed_bytes(("\\n".join(buf) + "\\n").encode())
         buf = []
 from ddpdoctor.flightrec.watchdog import judge_taps
+
 view = judge_taps([tap])
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """

@@ -1,6 +1,6 @@
 """A rank started through a wrapper (`torchrun --no-python bash -c "python train.py"`) is the Python
 process, not the shell (issue 21: the shell was taken for the rank and called "gone"). A real torchrun
-+ Gloo job, as tests/test_inspect_lab.py runs them."""
++ Gloo job, as tests/test_inspect_torchjob.py runs them."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,10 @@ import time
 
 import pytest
 
-from test_inspect_lab import JOB, ROOT, _tree, _workers, job  # noqa: F401
+from test_inspect_torchjob import JOB, ROOT, _tree, _workers, job  # noqa: F401
+
+# these attacks run the CLI (or a job) in a child process bounded in time and memory (tests/conftest.py kinds)
+pytestmark = pytest.mark.torchjob
 
 pytest.importorskip("torch")
 

@@ -12,6 +12,9 @@ import pytest
 from hostile import ROOT, run_bounded, assert_bounded
 from ddpdoctor.render.safe import export_line, note_line, one_line, printable
 
+# these attacks run the CLI (or a job) in a child process bounded in time and memory (tests/conftest.py kinds)
+pytestmark = pytest.mark.torchjob
+
 PAYLOAD = "\ntouch {marker}\n"
 
 

@@ -13,6 +13,9 @@ import pytest
 
 from hostile import ROOT
 
+# these attacks run the CLI (or a job) in a child process bounded in time and memory (tests/conftest.py kinds)
+pytestmark = pytest.mark.torchjob
+
 ENV = {**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1"}
 BAD = "import torch\ns = torch.utils.data.DataLoader(range(3), shuffle=True, sampler=[0])\n"
 

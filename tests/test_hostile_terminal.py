@@ -3,11 +3,16 @@ the terminal raw (issue 21: `ESC c` in a log reset the reader's terminal). One f
 ddpdoctor.render.safe.terminal_text, between every renderer and the terminal."""
 from __future__ import annotations
 
+import pytest
+
 import os
 import pickle
 
 from hostile import assert_bounded, run_bounded
 from ddpdoctor.render.safe import terminal_text
+
+# these attacks run the CLI (or a job) in a child process bounded in time and memory (tests/conftest.py kinds)
+pytestmark = pytest.mark.torchjob
 
 RESET, TITLE, CLEAR = "\x1bc", "\x1b]0;pwned\x07", "\x1b[2J"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_inspect_lab import Job, _workers, findings, inspect, job  # noqa: F401  (the fixture)
+from test_inspect_torchjob import Job, _workers, findings, inspect, job  # noqa: F401  (the fixture)
 
 pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ports import free_port
 
-from test_inspect_lab import Job, _workers, findings, inspect
+from test_inspect_torchjob import Job, _workers, findings, inspect
 
 pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parent.parent
