@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     # commands: the declarations (names, "module:attr" strings resolved at run time), imported by the
     # registry and render/text; it imports nothing of ddpdoctor itself
     ("core helpers", frozenset({"ddpdoctor", "model", "units", "validate", "memo", "streams", "tomlread", "hostlist",
-                                "launch", "knownvars", "siteconfig", "commands"})),
+                                "launch", "knownvars", "siteconfig", "commands", "readfile"})),
     ("probes", frozenset({"probes"})),       # read the world -> plain data
     ("facts", frozenset({"facts", "ifname"})),  # typed contexts built from probes
     ("judgement", frozenset({"registry", "checks", "runner"})),
