@@ -1,0 +1,108 @@
+"""One node's view of the job each tick: the ranks here, read with watch/sample.py, as plain dicts.
+
+The same dicts are judged locally (watch/judge.py) or sent to the first node (`--gather`).
+Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
+- /proc of every rank every tick (1 s);
+- one stack sample of every rank every STACK_EVERY_S, and every DENSE_EVERY_S while a rank's main
+  thread has stopped moving (that is when a hang must be confirmed within seconds);
+- a rank whose main thread waits in a DataLoader: its worker processes too (where the batch is stuck);
+- which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers).
+"""
+from __future__ import annotations
+
+import socket
+import time
+import zlib
+from typing import Any
+
+from ddpdoctor.watch import ranks as rankmod
+from ddpdoctor.watch.sample import ExitWatch, describe_exit, proc_tick, stacks
+
+STACK_EVERY_S = 4.0
+DENSE_EVERY_S = 2.0
+FIND_EVERY_S = 5.0
+
+
+def _sig(signature: tuple) -> str:
+    return format(zlib.crc32(repr(signature).encode()), "08x")
+
+
+class NodeView:
+    def __init__(self, pid: int | None = None, host: str | None = None, dump_timeout: float = 3.0):
+        self.pid = pid
+        self.host = host or socket.gethostname()
+        self.dump_timeout = dump_timeout
+        self.job, found, self.other_jobs = rankmod.find(pid)
+        self.ranks: dict[int, rankmod.Rank] = {r.pid: r for r in found}
+        self.exits = ExitWatch()
+        for r in found:
+            self.exits.add(r.pid)
+        self.reported_gone: set[int] = set()
+        self._next_stack = 0.0
+        self._next_find = time.monotonic() + FIND_EVERY_S
+        self.loader_ranks: set[int] = set()   # pids whose main thread waits in a DataLoader
+
+    def refind(self, now: float) -> None:
+        if now < self._next_find:
+            return
+        self._next_find = now + FIND_EVERY_S
+        try:
+            job, found, others = rankmod.find(self.pid if self.pid in self.ranks or self.pid is None else None)
+        except rankmod.NoJob:
+            return
+        if job != self.job and self.pid is None:
+            return  # stay with the job we watch
+        self.other_jobs = others
+        for r in found:
+            if r.job == self.job and r.pid not in self.ranks:
+                self.ranks[r.pid] = r
+                self.exits.add(r.pid)
+
+    def ended(self) -> bool:
+        return bool(self.ranks) and all(pid in self.reported_gone for pid in self.ranks)
+
+    def observe(self, now: float, want_stacks: bool) -> list[dict[str, Any]]:
+        self.refind(now)
+        live = [pid for pid in self.ranks if pid not in self.reported_gone]
+        take = now >= self._next_stack or (want_stacks and now >= self._next_stack - (STACK_EVERY_S - DENSE_EVERY_S))
+        samples = {}
+        workers: dict[int, list[int]] = {}
+        if take:
+            self._next_stack = now + STACK_EVERY_S
+            for pid in self.loader_ranks & set(live):
+                workers[pid] = rankmod.children(pid)
+            helpers = {w for ws in workers.values() for w in ws}
+            samples = stacks(live + sorted(helpers), self.dump_timeout, helpers)
+        out = []
+        for pid in live:
+            r = self.ranks[pid]
+            tk = proc_tick(pid, now)
+            rec = {"rank": r.rank, "host": self.host, "pid": pid, "world_size": r.world_size,
+                   "local_rank": r.local_rank, "state": tk.state, "run_ns": tk.run_ns, "delay_ns": tk.delay_ns,
+                   "io": tk.io_bytes, "stack": _stack(samples.get(pid))}
+            if tk.state in ("gone", "Z", "X"):
+                time.sleep(0.01)  # the exit watcher reads the status the moment the pidfd fires
+                status = self.exits.codes.get(pid, tk.exit_code)
+                rec.update(state="gone", exit=status, exit_text=describe_exit(status))
+                self.reported_gone.add(pid)
+            if rec["stack"] and rec["stack"].get("where", {}).get("kind") == "dataloader":
+                self.loader_ranks.add(pid)
+            elif rec["stack"] and rec["stack"]["ok"]:
+                self.loader_ranks.discard(pid)
+            if pid in workers:
+                rec["workers"] = [{"pid": w, "state": (wt := proc_tick(w, now)).state, "run_ns": wt.run_ns,
+                                   "delay_ns": wt.delay_ns, "io": wt.io_bytes, "stack": _stack(samples.get(w))}
+                                  for w in workers[pid]]
+            out.append(rec)
+        return out
+
+    def close(self):
+        self.exits.close()
+
+
+def _stack(s) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    if not s.ok:
+        return {"ok": False, "error": s.error, "kind": s.kind}
+    return {"ok": True, "where": s.where, "sig": _sig(s.signature), "active": s.active}
