@@ -12,10 +12,11 @@ A rank is *waiting* when none of these moved for HANG_S and its stack is in a co
 when at least one rank waits and no rank moves; the *origin* is the rank that is not waiting like the
 others: gone, stopped, in user code or I/O, in a DataLoader, in a different collective.
 
-A straggler is the rank the others wait for. From the main thread's busy share b (schedstat) and the
-share f of its idle stack samples that sit in a collective (or DDP's backward wait), a rank's wait for
-its peers is w = (1-b)·f and its own share of every step is u = 1-w: the straggler has the largest u,
-and u over the median u is how much longer its own part of a step takes ("steps 1.4× the median").
+A straggler is the rank the others wait for: the others' stack samples sit in the collective while
+it computes. From py-spy record chunks (watch/record.py, ≈100 samples a rank every 10 s) the share of a
+rank's samples outside the collective is its own part of every step; the straggler has the largest, and
+its own part over the median rank's is how much longer its steps' work takes ("steps 1.4× the median").
+The main thread's schedstat wait for a CPU tells a CPU cap or a busy core apart from more work.
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ HANG_S = 6.0              # nothing moved for this long: a rank waits / the job 
 BUSY_HANG_S = 120.0       # others wait this long while one rank computes: a hang with a busy origin
 MOVE_BUSY_SHARE = 0.02    # main-thread busy time over HANG_S that counts as moving (a Gloo wait adds 0)
 MOVE_IO_BYTES = 64 << 10  # I/O over HANG_S that counts as moving (store polls are a few hundred bytes)
-STRAGGLER_WINDOW_S = 40.0
-STRAGGLER_RATIO = 1.08    # own share of a step over the median's: +8 % (the goal names +10 %)
+STRAGGLER_WINDOW_S = 30.0  # three 10 s record chunks (watch/record.py): ≈300 samples a rank
+MIN_SAMPLES = 150
+STRAGGLER_RATIO = 1.07    # own share of a step over the median's: +7 % (the goal names +10 %)
 STRAGGLER_MIN_WAIT = 0.05  # the others must wait at least this share of the time for someone to be waited for
 STRAGGLER_CONFIRM = 3     # consecutive judgements (STRAGGLER_EVERY_S apart) before naming it
 STRAGGLER_EVERY_S = 5.0
@@ -49,7 +51,8 @@ class RankTrack:
     pid: int
     world_size: int | None = None
     ticks: deque = field(default_factory=lambda: deque(maxlen=400))   # (t, busy_ns, delay_ns, io, state)
-    stacks: deque = field(default_factory=lambda: deque(maxlen=60))   # (t, where, sig, active)
+    stacks: deque = field(default_factory=lambda: deque(maxlen=60))   # (t, where, sig, active, inner)
+    chunks: deque = field(default_factory=lambda: deque(maxlen=30))   # (t, samples, waiting, {line: n})
     workers: dict = field(default_factory=dict)                        # pid -> RankTrack of a child
     gone: bool = False
     exit: int | None = None
@@ -130,9 +133,12 @@ class Judge:
             tr.exit = o.get("exit")
             return
         tr.ticks.append((now, o["run_ns"] + o["delay_ns"], o["delay_ns"], o["io"], o["state"]))
+        rec = o.get("rec")
+        if rec and rec.get("n"):
+            tr.chunks.append((now, rec["n"], rec["wait"], rec.get("lines") or {}))
         st = o.get("stack")
         if st and st.get("ok"):
-            tr.stacks.append((now, st["where"], st["sig"], st["active"]))
+            tr.stacks.append((now, st["where"], st["sig"], st["active"], st.get("inner") or st["where"]))
 
     def alive(self) -> list[RankTrack]:
         return [t for t in self.ranks.values() if not t.gone]
@@ -238,20 +244,21 @@ class Judge:
 
     # ------------------------------------------------------------------ straggler
     def shares(self, now: float, window: float = STRAGGLER_WINDOW_S) -> dict[tuple, dict[str, float]]:
+        """Per rank over the window: the share of its stack samples that wait in a collective, the rest
+        ("own": its own part of every step), and the share of wall time its main thread waited for a CPU."""
         out = {}
         for key, t in self.ranks.items():
             if t.gone:
                 continue
-            tk = t.since(now - window)
-            if len(tk) < 2 or tk[-1][0] - tk[0][0] < window * 0.6:
+            ch = [c for c in t.chunks if c[0] >= now - window]
+            n = sum(c[1] for c in ch)
+            if n < MIN_SAMPLES:
                 continue
-            dt = tk[-1][0] - tk[0][0]
-            busy = min(1.0, (tk[-1][1] - tk[0][1]) / 1e9 / dt)
-            delay = min(1.0, (tk[-1][2] - tk[0][2]) / 1e9 / dt)
-            idle = [s for s in t.stacks if s[0] >= now - window and not s[3]]
-            f = sum(_wait_kind(s[1]) for s in idle) / len(idle) if idle else 1.0
-            w = (1 - busy) * f
-            out[key] = {"busy": busy, "delay": delay, "wait": w, "own": 1 - w, "samples": len(idle)}
+            tk = t.since(now - window)
+            dt = tk[-1][0] - tk[0][0] if len(tk) > 1 else 0.0
+            delay = min(1.0, (tk[-1][2] - tk[0][2]) / 1e9 / dt) if dt > 0 else 0.0
+            wait = sum(c[2] for c in ch) / n
+            out[key] = {"wait": wait, "own": 1 - wait, "delay": delay, "samples": n}
         return out
 
     def _judge_straggler(self, now: float) -> list[dict[str, Any]]:
@@ -268,36 +275,38 @@ class Judge:
         med_wait = statistics.median(v["wait"] for v in others)
         lagging = ratio >= STRAGGLER_RATIO and med_wait >= STRAGGLER_MIN_WAIT
         if self.straggler is not None:
-            if self.straggler["_key"] == key and ratio >= 1 + (STRAGGLER_RATIO - 1) / 2:
-                return []
-            if self.straggler["_key"] in sh and sh[self.straggler["_key"]]["own"] / max(
-                    statistics.median(v["own"] for k, v in sh.items() if k != self.straggler["_key"]), 1e-6) >= 1.04:
-                return []
-            t = self.ranks[self.straggler["_key"]]
+            k0 = self.straggler["_key"]
+            if k0 in sh:
+                r0 = sh[k0]["own"] / max(statistics.median(v["own"] for k, v in sh.items() if k != k0), 1e-6)
+                if r0 >= 1 + (STRAGGLER_RATIO - 1) / 2:
+                    return []
             self.straggler = None
             self._strag_seen.clear()
-            return [self._event("recovered", [t], now, detail="no longer keeps the others waiting")]
+            return [self._event("recovered", [self.ranks[k0]], now, detail="no longer keeps the others waiting")]
         self._strag_seen.append(key if lagging else None)
         if len(self._strag_seen) < STRAGGLER_CONFIRM or len(set(self._strag_seen)) != 1 or not lagging:
             return []
         t = self.ranks[key]
-        extra = self._extra_where(key, now)
         why = (f"waiting for a CPU {sh[key]['delay']:.0%} of the time (a CPU cap or a busy core)"
                if sh[key]["delay"] >= 0.1 and sh[key]["delay"] > 2 * statistics.median(v["delay"] for v in others)
                else "")
         ev = self._event("straggler", [t], now, detail=f"steps {ratio:.2f}× the median",
-                         ratio=round(ratio, 3), extra_where=extra, cause=why,
+                         ratio=round(ratio, 3), extra_where=self._extra_where(key, now), cause=why,
                          others_wait=round(med_wait, 3))
         self.straggler = {"_key": key, **ev}
         return [ev]
 
     def _extra_where(self, key, now) -> str:
-        """Where the straggler spends the time the others do not: its most over-represented busy line."""
+        """Where the straggler spends the time the others do not: the line whose share of its samples
+        exceeds the median share of the others' samples the most."""
         def shares(t):
-            c = Counter(where_text(s[1]) for s in t.stacks if s[0] >= now - STRAGGLER_WINDOW_S
-                        and not _wait_kind(s[1]))
-            n = sum(c.values()) or 1
-            return {k: v / n for k, v in c.items()}
+            c: Counter = Counter()
+            n = 0
+            for ch in t.chunks:
+                if ch[0] >= now - STRAGGLER_WINDOW_S:
+                    c.update(ch[3])
+                    n += ch[1]
+            return {k: v / max(n, 1) for k, v in c.items() if k != "?"}
         mine = shares(self.ranks[key])
         if not mine:
             return ""

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 from ddpdoctor.watch.judge import Judge
 
 TICK_S = 1.0
+DEBUG = bool(os.environ.get("DDPDOCTOR_WATCH_DEBUG"))  # print the straggler shares on stderr
 EVENTS_FILE = "watch-events.jsonl"
 BAD_KINDS = ("hang", "straggler")
 
@@ -71,6 +72,10 @@ def run(source, emit: Callable[[dict[str, Any]], None], *, deadline: float | Non
                 if e["kind"] == "rank_gone" and e.get("exit_status") not in (0, None):
                     gone_bad = True
                 out(e)
+            if DEBUG and int(now - t0) % 5 == 0:
+                import sys
+                print({k[1]: {a: round(b, 3) for a, b in v.items()} for k, v in judge.shares(now).items()},
+                      file=sys.stderr, flush=True)
             if source.ended():
                 break
             if deadline is not None and now - t0 >= deadline:

@@ -11,11 +11,14 @@ Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
 from __future__ import annotations
 
 import socket
+import sys
 import time
 import zlib
 from typing import Any
 
+from ddpdoctor.inspect.where import COLLECTIVES
 from ddpdoctor.watch import ranks as rankmod
+from ddpdoctor.watch.record import Recorder
 from ddpdoctor.watch.sample import ExitWatch, describe_exit, proc_tick, stacks
 
 STACK_EVERY_S = 4.0
@@ -28,7 +31,8 @@ def _sig(signature: tuple) -> str:
 
 
 class NodeView:
-    def __init__(self, pid: int | None = None, host: str | None = None, dump_timeout: float = 3.0):
+    def __init__(self, pid: int | None = None, host: str | None = None, dump_timeout: float = 3.0,
+                 record: bool = True):
         self.pid = pid
         self.host = host or socket.gethostname()
         self.dump_timeout = dump_timeout
@@ -41,6 +45,7 @@ class NodeView:
         self._next_stack = 0.0
         self._next_find = time.monotonic() + FIND_EVERY_S
         self.loader_ranks: set[int] = set()   # pids whose main thread waits in a DataLoader
+        self.recorder = Recorder() if record else None
 
     def refind(self, now: float) -> None:
         if now < self._next_find:
@@ -67,6 +72,10 @@ class NodeView:
         take = now >= self._next_stack or (want_stacks and now >= self._next_stack - (STACK_EVERY_S - DENSE_EVERY_S))
         samples = {}
         workers: dict[int, list[int]] = {}
+        chunks = {}
+        if self.recorder is not None:
+            chunks = {c.pid: summarize(c.samples) for c in self.recorder.collect()}
+            self.recorder.ensure(live)
         if take:
             self._next_stack = now + STACK_EVERY_S
             for pid in self.loader_ranks & set(live):
@@ -89,6 +98,8 @@ class NodeView:
                 self.loader_ranks.add(pid)
             elif rec["stack"] and rec["stack"]["ok"]:
                 self.loader_ranks.discard(pid)
+            if pid in chunks:
+                rec["rec"] = chunks[pid]
             if pid in workers:
                 rec["workers"] = [{"pid": w, "state": (wt := proc_tick(w, now)).state, "run_ns": wt.run_ns,
                                    "delay_ns": wt.delay_ns, "io": wt.io_bytes, "stack": _stack(samples.get(w))}
@@ -98,6 +109,8 @@ class NodeView:
 
     def close(self):
         self.exits.close()
+        if self.recorder is not None:
+            self.recorder.close()
 
 
 def _stack(s) -> dict[str, Any] | None:
@@ -105,4 +118,34 @@ def _stack(s) -> dict[str, Any] | None:
         return None
     if not s.ok:
         return {"ok": False, "error": s.error, "kind": s.kind}
-    return {"ok": True, "where": s.where, "sig": _sig(s.signature), "active": s.active}
+    return {"ok": True, "where": s.where, "inner": s.inner, "sig": _sig(s.signature), "active": s.active}
+
+
+def is_wait(frames) -> bool:
+    """A sample (frames outermost first) inside a torch.distributed collective: the rank waits for its peers."""
+    return any(f[1].startswith("torch/distributed/") and f[0].rsplit(".", 1)[-1] in COLLECTIVES for f in frames)
+
+
+def _user_line(frames) -> str:
+    for name, file, line in reversed(frames):  # innermost first
+        if file.startswith(("torch/", "<")) or file.split("/", 1)[0].removesuffix(".py") in _STDLIB:
+            continue
+        return f"{name} {file}:{line}"
+    return "?"
+
+
+_STDLIB = frozenset(sys.stdlib_module_names)
+
+
+def summarize(samples) -> dict[str, Any]:
+    """A record chunk as numbers: samples, samples waiting in a collective, the top lines of the rest."""
+    from collections import Counter
+    n = w = 0
+    lines: Counter = Counter()
+    for frames, count in samples:
+        n += count
+        if is_wait(frames):
+            w += count
+        else:
+            lines[_user_line(frames)] += count
+    return {"n": n, "wait": w, "lines": dict(lines.most_common(8))}

@@ -72,6 +72,7 @@ class StackSample:
     t: float
     ok: bool
     where: dict[str, Any] = field(default_factory=dict)   # inspect/where.py locate() of the main thread
+    inner: dict[str, Any] = field(default_factory=dict)   # its innermost frame in user code (innermost_user)
     signature: tuple = ()
     active: bool = False      # py-spy: the thread was running (not blocked in a syscall)
     error: str = ""
@@ -102,8 +103,9 @@ def stacks(pids: list[int], timeout: float = 3.0, helpers: frozenset[int] | set[
             out[pid] = StackSample(pid, now, False, error=d.error, kind=d.kind)
             continue
         main = d.main_thread()
-        where = innermost_user(main) if pid in helpers else locate(main)
-        out[pid] = StackSample(pid, now, True, where, signature(main), bool(main and main.active))
+        inner = innermost_user(main)
+        where = inner if pid in helpers else locate(main)
+        out[pid] = StackSample(pid, now, True, where, inner, signature(main), bool(main and main.active))
     return out
 
 

@@ -14,7 +14,8 @@ dist.init_process_group("gloo")
 rank = dist.get_rank()
 FAULT_FILE = os.environ.get("FAULT_FILE", "")
 SECONDS = float(os.environ.get("TRAIN_SECONDS", "60"))
-WORK = int(os.environ.get("TRAIN_WORK", "3"))  # matmuls per step in augment_batch: the compute to slow down
+WORK = int(os.environ.get("TRAIN_WORK", "6"))  # matmuls per step in augment_batch: the compute to slow down
+DEVICE_S = float(os.environ.get("TRAIN_DEVICE_S", "0.03"))  # a blocked phase per step, as a GPU kernel's wait
 torch.manual_seed(rank)
 
 
@@ -70,6 +71,8 @@ while time.monotonic() < end:
     dist.all_reduce(grads)  # LINE_ALLREDUCE
     opt.step()
     step += 1
-    time.sleep(0.01)
+    if step % 100 == 0:
+        print(f"rank {rank} step {step} at {time.monotonic():.1f}", flush=True)
+    time.sleep(DEVICE_S)  # LINE_DEVICE
 print(f"done {rank} steps={step}", flush=True)
 dist.destroy_process_group()

@@ -1,0 +1,137 @@
+"""`ddpdoctor watch` beside REAL torchrun + Gloo training loops, faults injected mid-run.
+
+Every test checks two things: nothing is reported while the job is healthy, and after the fault the
+right rank is named, with what it does and where, within the goal (15 s for a hang; the straggler's
+60 s at +10 % is measured by benchmarks/bench_watch.py over several seeds). The job is only looked at:
+it must finish (or be killed by the test) exactly as it would without watch.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from watchlab import CpuCap, TrainJob, Watch, cgroup_v1_cpu, line_of
+
+pytest.importorskip("torch")
+HANG_GOAL_S = 15.0
+
+
+@pytest.fixture
+def job(tmp_path):
+    jobs = []
+
+    def start(**kw):
+        j = TrainJob(tmp_path, **kw)
+        jobs.append(j)
+        return j
+    yield start
+    for j in jobs:
+        j.kill()
+
+
+def only(w: Watch, *kinds):
+    return [e for e in w.events if e["kind"] in kinds]
+
+
+def test_healthy_then_a_rank_sleeping_in_user_code_is_named_within_15s(job):
+    j = job(nproc=2, seconds=120)
+    j.wait_ready()
+    w = Watch("--pid", str(j.proc.pid))
+    try:
+        time.sleep(25)  # healthy: nothing to say
+        assert w.events == [], w.events
+        t = j.fault("sleep:1")
+        e = w.wait_for("hang", HANG_GOAL_S + 5, after=t)
+        assert e is not None, (w.events, j.log.read_text()[-2000:])
+        assert e["at"] - t <= HANG_GOAL_S
+        assert e["ranks"] == [1] and "user code" in e["detail"]
+        (x,) = e["where"]
+        assert x["pid"] == j.rank_pid(1) and (x["where"]["file"], x["where"]["line"]) == ("train.py", line_of("LINE_SLEEP"))
+        assert e["waiting"] == {"ranks": [0], "call": "all_reduce", "at": f"train.py:{line_of('LINE_ALLREDUCE')}"}
+        assert j.proc.poll() is None  # watch never touched the job
+    finally:
+        rc = w.stop()
+    assert rc == 1 and w.events[-1]["kind"] == "summary" and w.events[-1]["open"] == ["hang"]
+
+
+def test_a_stopped_rank_then_its_recovery_then_its_death_by_sigkill(job):
+    j = job(nproc=2, seconds=120)
+    j.wait_ready()
+    w = Watch("--pid", str(j.proc.pid))
+    try:
+        time.sleep(6)
+        pid = j.rank_pid(1)
+        t = time.monotonic()
+        os.kill(pid, signal.SIGSTOP)  # the test stops it; watch only reports it
+        e = w.wait_for("hang", HANG_GOAL_S + 5, after=t)
+        assert e is not None, w.events
+        assert e["at"] - t <= HANG_GOAL_S and e["ranks"] == [1] and e["detail"].startswith("stopped")
+        os.kill(pid, signal.SIGCONT)
+        assert w.wait_for("recovered", 20, after=e["at"]) is not None, w.events
+        time.sleep(3)
+        os.kill(pid, signal.SIGKILL)
+        assert w.finish(60) == 1  # the job ends (torchrun stops the others), so does watch
+    finally:
+        w.stop()
+    gone = {e["ranks"][0]: e["detail"] for e in only(w, "rank_gone")}
+    assert gone[1] == "killed by SIGKILL", gone
+    assert w.events[-1]["kind"] == "summary" and w.events[-1]["end"] == "job ended"
+
+
+def test_a_rank_in_a_different_collective_is_named_not_the_ones_waiting(job):
+    j = job(nproc=3, seconds=120)
+    j.wait_ready()
+    w = Watch("--pid", str(j.proc.pid))
+    try:
+        time.sleep(6)
+        t = j.fault("other:2")
+        e = w.wait_for("hang", HANG_GOAL_S + 5, after=t)
+        assert e is not None, w.events
+        assert e["at"] - t <= HANG_GOAL_S
+        assert e["ranks"] == [2] and e["detail"] == "in a different collective"
+        assert e["where"][0]["where"]["call"] == "broadcast" and e["where"][0]["where"]["line"] == line_of("LINE_OTHER")
+        assert e["waiting"]["ranks"] == [0, 1] and e["waiting"]["call"] == "all_reduce"
+    finally:
+        w.stop()
+
+
+def test_a_rank_stuck_in_its_dataloader_worker_names_the_worker_line(job):
+    j = job(nproc=2, seconds=120)
+    j.wait_ready()
+    w = Watch("--pid", str(j.proc.pid))
+    try:
+        time.sleep(6)
+        t = j.fault("loader:0")
+        # the worker had prefetched 4 batches (prefetch_factor=4): the main thread runs dry ~4 steps later
+        e = w.wait_for("hang", HANG_GOAL_S + 10, after=t)
+        assert e is not None, w.events
+        assert e["ranks"] == [0] and "DataLoader worker" in e["detail"]
+        assert f"train.py:{line_of('LINE_LOADER')}" in e["detail"]
+        assert e["waiting"]["ranks"] == [1]
+        assert "all_reduce" == e["waiting"]["call"]
+    finally:
+        w.stop()
+
+
+@pytest.mark.skipif(not cgroup_v1_cpu(), reason="needs root and cgroup v1's cpu controller (cpu.cfs_quota_us)")
+def test_a_rank_capped_by_a_cgroup_is_named_a_straggler_waiting_for_cpu(job):
+    j = job(nproc=2, seconds=150)
+    j.wait_ready()
+    w = Watch("--pid", str(j.proc.pid))
+    cap = None
+    try:
+        time.sleep(20)
+        assert only(w, "straggler", "hang") == [], w.events
+        t = time.monotonic()
+        cap = CpuCap(j.rank_pid(0), 0.15)
+        e = w.wait_for("straggler", 75, after=t)
+        assert e is not None, w.events
+        assert e["ranks"] == [0] and e["ratio"] >= 1.1, e
+        assert "waiting for a CPU" in e["cause"]
+    finally:
+        if cap:
+            cap.close()
+        w.stop()
