@@ -31,7 +31,7 @@ MOVE_BUSY_SHARE = 0.02    # main-thread busy time over HANG_S that counts as mov
 MOVE_IO_BYTES = 64 << 10  # I/O over HANG_S that counts as moving (store polls are a few hundred bytes)
 STRAGGLER_WINDOW_S = 30.0  # three 10 s record chunks (watch/record.py): ≈300 samples a rank
 MIN_SAMPLES = 150
-STRAGGLER_RATIO = 1.07    # own share of a step over the median's: +7 % (the goal names +10 %)
+STRAGGLER_RATIO = 1.10    # own share of a step over the median's (the goal names +10 %; 1.07 was seen healthy under load)
 STRAGGLER_MIN_WAIT = 0.05  # the others must wait at least this share of the time for someone to be waited for
 STRAGGLER_CONFIRM = 3     # consecutive judgements (STRAGGLER_EVERY_S apart) before naming it
 STRAGGLER_EVERY_S = 5.0
@@ -132,7 +132,8 @@ class Judge:
             tr.gone = True
             tr.exit = o.get("exit")
             return
-        tr.ticks.append((now, o["run_ns"] + o["delay_ns"], o["delay_ns"], o["io"], o["state"]))
+        tr.ticks.append((now, o["run_ns"] + o["delay_ns"], o["delay_ns"], o["io"], o["state"],
+                         o.get("throttled_ns", 0), o.get("cgroup", "")))
         rec = o.get("rec")
         if rec and rec.get("n"):
             tr.chunks.append((now, rec["n"], rec["wait"], rec.get("lines") or {}))
@@ -257,8 +258,15 @@ class Judge:
             tk = t.since(now - window)
             dt = tk[-1][0] - tk[0][0] if len(tk) > 1 else 0.0
             delay = min(1.0, (tk[-1][2] - tk[0][2]) / 1e9 / dt) if dt > 0 else 0.0
+            same = [x for x in tk if x[6] == tk[-1][6]] if tk else []  # since it entered its current cgroup
+            tdt = same[-1][0] - same[0][0] if len(same) > 1 else 0.0
+            thr = min(1.0, max(0, same[-1][5] - same[0][5]) / 1e9 / tdt) if tdt >= 5 else 0.0
             wait = sum(c[2] for c in ch) / n
-            out[key] = {"wait": wait, "own": 1 - wait, "delay": delay, "samples": n}
+            # a throttled process is frozen wherever it is, its collective's own threads included: the
+            # samples frozen inside the collective are its own lost time, not a wait for its peers
+            wait *= 1 - thr
+            out[key] = {"wait": wait, "own": 1 - wait, "delay": delay, "throttled": thr, "samples": n,
+                        "cgroup": tk[-1][6] if tk else ""}
         return out
 
     def _judge_straggler(self, now: float) -> list[dict[str, Any]]:
@@ -287,9 +295,14 @@ class Judge:
         if len(self._strag_seen) < STRAGGLER_CONFIRM or len(set(self._strag_seen)) != 1 or not lagging:
             return []
         t = self.ranks[key]
-        why = (f"waiting for a CPU {sh[key]['delay']:.0%} of the time (a CPU cap or a busy core)"
-               if sh[key]["delay"] >= 0.1 and sh[key]["delay"] > 2 * statistics.median(v["delay"] for v in others)
-               else "")
+        # a CPU cap: its cgroup throttled it (cpu.stat); a busy core: it waited for a CPU more than the others
+        if sh[key]["throttled"] >= 0.05 and sh[key]["throttled"] > 2 * statistics.median(v["throttled"] for v in others):
+            why = (f"throttled by a CPU cap {sh[key]['throttled']:.0%} of the time "
+                   f"(cgroup {sh[key]['cgroup']}: cpu.cfs_quota_us / cpu.max)")
+        elif sh[key]["delay"] >= 0.1 and sh[key]["delay"] > 2 * statistics.median(v["delay"] for v in others):
+            why = f"waiting for a CPU {sh[key]['delay']:.0%} of the time (a busy core)"
+        else:
+            why = ""
         ev = self._event("straggler", [t], now, detail=f"steps {ratio:.2f}× the median",
                          ratio=round(ratio, 3), extra_where=self._extra_where(key, now), cause=why,
                          others_wait=round(med_wait, 3))

@@ -74,7 +74,8 @@ def run(source, emit: Callable[[dict[str, Any]], None], *, deadline: float | Non
                 out(e)
             if DEBUG and int(now - t0) % 5 == 0:
                 import sys
-                print({k[1]: {a: round(b, 3) for a, b in v.items()} for k, v in judge.shares(now).items()},
+                print({k[1]: {a: (round(b, 3) if isinstance(b, float) else b) for a, b in v.items()}
+                       for k, v in judge.shares(now).items()},
                       file=sys.stderr, flush=True)
             if source.ended():
                 break

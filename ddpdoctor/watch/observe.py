@@ -19,7 +19,7 @@ from typing import Any
 from ddpdoctor.inspect.where import COLLECTIVES
 from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
-from ddpdoctor.watch.sample import ExitWatch, describe_exit, proc_tick, stacks
+from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, stacks, throttled_ns
 
 STACK_EVERY_S = 4.0
 DENSE_EVERY_S = 2.0
@@ -46,11 +46,13 @@ class NodeView:
         self._next_find = time.monotonic() + FIND_EVERY_S
         self.loader_ranks: set[int] = set()   # pids whose main thread waits in a DataLoader
         self.recorder = Recorder() if record else None
+        self.cgroup: dict[int, str | None] = {}
 
     def refind(self, now: float) -> None:
         if now < self._next_find:
             return
         self._next_find = now + FIND_EVERY_S
+        self.cgroup.clear()
         try:
             job, found, others = rankmod.find(self.pid if self.pid in self.ranks or self.pid is None else None)
         except rankmod.NoJob:
@@ -86,9 +88,12 @@ class NodeView:
         for pid in live:
             r = self.ranks[pid]
             tk = proc_tick(pid, now)
+            if pid not in self.cgroup:  # cleared every FIND_EVERY_S: a cap may be applied later
+                self.cgroup[pid] = cpu_stat_path(pid)
             rec = {"rank": r.rank, "host": self.host, "pid": pid, "world_size": r.world_size,
                    "local_rank": r.local_rank, "state": tk.state, "run_ns": tk.run_ns, "delay_ns": tk.delay_ns,
-                   "io": tk.io_bytes, "stack": _stack(samples.get(pid))}
+                   "io": tk.io_bytes, "throttled_ns": throttled_ns(self.cgroup[pid]),
+                   "cgroup": (self.cgroup[pid] or "").removesuffix("/cpu.stat"), "stack": _stack(samples.get(pid))}
             if tk.state in ("gone", "Z", "X"):
                 time.sleep(0.01)  # the exit watcher reads the status the moment the pidfd fires
                 status = self.exits.codes.get(pid, tk.exit_code)

@@ -43,6 +43,32 @@ def _read(path: str) -> str | None:
         return None
 
 
+def cpu_stat_path(pid: int) -> str | None:
+    """The cpu.stat of the process's CPU cgroup: v1 (/sys/fs/cgroup/cpu/<path>, throttled_time in ns) or
+    v2 (/sys/fs/cgroup/<path>, throttled_usec). A CPU cap shows there as throttled time."""
+    txt = _read(f"/proc/{pid}/cgroup") or ""
+    for line in txt.splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if "cpu" in ctrls.split(","):
+            for base in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
+                if os.path.exists(f"{base}{path}/cpu.stat"):
+                    return f"{base}{path}/cpu.stat"
+        if ctrls == "" and os.path.exists(f"/sys/fs/cgroup{path}/cpu.stat"):
+            return f"/sys/fs/cgroup{path}/cpu.stat"
+    return None
+
+
+def throttled_ns(path: str | None) -> int:
+    txt = _read(path) if path else None
+    for line in (txt or "").splitlines():
+        k, _, v = line.partition(" ")
+        if k == "throttled_time":
+            return int(v)
+        if k == "throttled_usec":
+            return int(v) * 1000
+    return 0
+
+
 def proc_tick(pid: int, now: float | None = None) -> ProcTick:
     now = time.monotonic() if now is None else now
     stat = _read(f"/proc/{pid}/stat")
