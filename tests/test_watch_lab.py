@@ -130,3 +130,23 @@ def test_a_rank_with_more_work_per_step_is_named_a_straggler_with_its_line(job):
         assert e["extra_where"] == f"augment_batch train.py:{line_of('LINE_AUGMENT')}", e
     finally:
         w.stop()
+
+
+def test_run_watch_launches_the_job_and_watches_it_to_its_end(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from watchlab import JOB, ROOT
+    torchrun = shutil.which("torchrun")
+    if torchrun is None:
+        pytest.skip("torchrun is not on PATH")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRAIN_SECONDS": "12", "OMP_NUM_THREADS": "1",
+           "FAULT_FILE": str(tmp_path / "none")}
+    p = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", "--watch", "--no-network", "--", torchrun,
+                        "--standalone", "--nproc-per-node=2", str(JOB)], capture_output=True, text=True,
+                       timeout=180, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.count("done ") == 2  # the job's own output is untouched
+    summary = [ln for ln in p.stderr.splitlines() if " summary: " in ln]
+    assert len(summary) == 1 and "(job ended): no events" in summary[0], p.stderr[-3000:]

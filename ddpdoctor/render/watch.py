@@ -66,6 +66,9 @@ def line(e: Mapping[str, Any]) -> str:
         ev = e.get("events") or {}
         told = ", ".join(f"{n} {kind}" for kind, n in ev.items()) or "no events"
         still = f"; still open: {', '.join(e['open'])}" if e.get("open") else ""
+        ex = e.get("exits") or {}
+        if ex:
+            still += "; ranks ended: " + ", ".join(f"{n}× {how}" for how, n in ex.items())
         return (f"{ts} summary: watched {_ranks(e['ranks'])} on {', '.join(e['hosts']) or '?'} for "
                 f"{e.get('watched_s', 0):.0f} s ({e.get('end', 'ended')}): {told}{still}")
     return f"{ts} {k}: {e.get('detail', '')}"

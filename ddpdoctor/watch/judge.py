@@ -99,6 +99,7 @@ class Judge:
         self._strag_seen: deque = deque(maxlen=STRAGGLER_CONFIRM)
         self._strag_next = 0.0
         self.counts: Counter = Counter()
+        self.exits: Counter = Counter()   # how the ranks that are gone ended
         self.first_t: float | None = None
 
     # ------------------------------------------------------------------ input
@@ -118,6 +119,9 @@ class Judge:
                 self._update(wt, w, now)
             if tr.gone and not tr.exit_text:
                 tr.exit_text = o.get("exit_text") or "exit status unknown"
+                self.exits[tr.exit_text] += 1
+                if o.get("exit") == 0:
+                    continue  # a rank that finished: the summary counts it, it is no event
                 events.append(self._event("rank_gone", [tr], now, detail=tr.exit_text,
                                           exit_status=o.get("exit")))
         events += self._judge_hang(now)
@@ -337,6 +341,7 @@ class Judge:
                 "hosts": sorted({t.host for t in self.ranks.values()}), "where": [],
                 "detail": "", "t": round(now, 3), "watched_s": round(now - (self.first_t or now), 1),
                 "events": {k: v for k, v in sorted(self.counts.items())},
+                "exits": {k: v for k, v in sorted(self.exits.items())},
                 "open": [e["kind"] for e in (self.hang, self.straggler) if e]}
 
 
