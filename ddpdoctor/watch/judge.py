@@ -114,9 +114,11 @@ class Judge:
             if tr is None:
                 tr = self.ranks[key] = RankTrack(o["rank"], o["host"], o["pid"], o.get("world_size"))
             self._update(tr, o, now)
-            for w in o.get("workers") or ():
-                wt = tr.workers.setdefault(w["pid"], RankTrack(o["rank"], o["host"], w["pid"]))
-                self._update(wt, w, now)
+            if "workers" in o:  # the rank's current workers only: a DataLoader starts new ones every epoch
+                tr.workers = {w["pid"]: tr.workers.get(w["pid"]) or RankTrack(o["rank"], o["host"], w["pid"])
+                              for w in o["workers"]}
+                for w in o["workers"]:
+                    self._update(tr.workers[w["pid"]], w, now)
             if tr.gone and not tr.exit_text:
                 tr.exit_text = o.get("exit_text") or "exit status unknown"
                 self.exits[tr.exit_text] += 1
