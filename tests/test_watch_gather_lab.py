@@ -68,3 +68,51 @@ def test_gather_names_the_sleeping_rank_and_its_node_once(slurm, tmp_path: Path)
         if w is not None and w.poll() is None:
             slurm.lab.kill(w)
         slurm.lab.kill(p)
+
+
+@pytest.fixture
+def slurm3(make_lab):
+    lab = make_lab(("head", "node1", "node2", "node3"))
+    s = start_or_skip(lab, pid_ns=True, cpus=2)
+    yield s
+    s.close()
+
+
+def test_gather_names_the_node_whose_incoming_packets_are_dropped(slurm3, tmp_path: Path):
+    slurm = slurm3
+    log = tmp_path / "job.log"
+    env = {**slurm.env, "PYTHONPATH": str(REPO_ROOT), "FAULT_FILE": str(tmp_path / "none"), "TRAIN_SECONDS": "300"}
+    with open(log, "w") as f:
+        p = slurm.lab.popen("head", ["srun", "-J", "dropped", "-N", "3", "--ntasks-per-node", "1",
+                                     "sh", "-c", WRAP, DD[0], str(JOB)], env=env, stdout=f, stderr=subprocess.STDOUT)
+    w = None
+    try:
+        end = time.monotonic() + 150
+        while log.read_text().count("ready ") < 3:
+            assert p.poll() is None and time.monotonic() < end, log.read_text()[-3000:]
+            time.sleep(0.5)
+        jobid = slurm.run(["squeue", "-h", "-o", "%i", "-n", "dropped"], timeout=15).stdout.split()[0]
+        w = slurm.lab.popen("head", ["srun", "--jobid", jobid, "--overlap", "-N", "3", "--ntasks-per-node", "1",
+                                     *DD, "watch", "--gather", "--json", "--deadline", "50"],
+                            env={**slurm.env, "PYTHONPATH": str(REPO_ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+        time.sleep(12)
+        # node3 drops every packet it receives, except watch's own gather connection to node1
+        for rule in (["-p", "tcp", "--sport", "29404", "-j", "ACCEPT"], ["-p", "tcp", "--dport", "29404", "-j", "ACCEPT"],
+                     ["-j", "DROP"]):
+            slurm.lab.iptables("node3", "-A", "INPUT", *rule)
+        # srun itself cannot end while node3 drops Slurm's messages too: read events as they come
+        events = []
+        end = time.monotonic() + 120
+        while time.monotonic() < end and not any(e["kind"] == "summary" for e in events):
+            ln = w.stdout.readline()
+            if not ln:
+                break
+            events.append(json.loads(ln))
+        (e,) = [e for e in events if e["kind"] == "hang"]
+        assert "packets to or from node3 are dropped" in e["detail"], events
+        assert e["waiting"]["ranks"] == [0, 1, 2] and e["waiting"]["call"] == "all_reduce"
+    finally:
+        if w is not None and w.poll() is None:
+            slurm.lab.kill(w)
+        slurm.lab.kill(p)

@@ -145,3 +145,16 @@ def test_balanced_ranks_with_noise_name_no_straggler():
         recs = [_chunk(0.2 + rnd.uniform(-0.04, 0.04)) if t % 10 == 9 else None for _ in ranks]
         ev += j.feed([r.obs(t, stack=t % 4 == 0, rec=rec) for r, rec in zip(ranks, recs)], float(t))
     assert ev == []
+
+
+def test_every_rank_waiting_with_tcp_stuck_towards_one_node_names_that_node():
+    j = Judge()
+    ranks = [Rank(i, host=f"node{i + 1}", busy=0.0) for i in range(3)]
+    addr = {0: "198.18.4.1", 1: "198.18.4.2", 2: "198.18.4.3"}
+    ring_stuck = {0: [], 1: ["198.18.4.3"], 2: ["198.18.4.1"]}  # node3 drops input: 2->3 and 3->1 stall
+    ev = []
+    for t in range(15):
+        ev += j.feed([{**r.obs(t), "tcp": {"local": [addr[r.rank]], "stuck": ring_stuck[r.rank]}} for r in ranks],
+                     float(t))
+    (e,) = [e for e in ev if e["kind"] == "hang"]
+    assert "packets to or from node3 are dropped" in e["detail"] and "node2->node3, node3->node1" in e["detail"]

@@ -54,6 +54,7 @@ class RankTrack:
     stacks: deque = field(default_factory=lambda: deque(maxlen=60))   # (t, where, sig, active, inner)
     chunks: deque = field(default_factory=lambda: deque(maxlen=30))   # (t, samples, waiting, {line: n})
     workers: dict = field(default_factory=dict)                        # pid -> RankTrack of a child
+    tcp: dict = field(default_factory=dict)                            # watch/netstuck.py, latest
     gone: bool = False
     exit: int | None = None
     exit_text: str = ""
@@ -140,6 +141,8 @@ class Judge:
             return
         tr.ticks.append((now, o["run_ns"] + o["delay_ns"], o["delay_ns"], o["io"], o["state"],
                          o.get("throttled_ns", 0), o.get("cgroup", "")))
+        if isinstance(o.get("tcp"), dict):
+            tr.tcp = o["tcp"]
         rec = o.get("rec")
         if rec and rec.get("n"):
             tr.chunks.append((now, rec["n"], rec["wait"], rec.get("lines") or {}))
@@ -228,8 +231,29 @@ class Judge:
             missing = sorted(set(range(world)) - seen)
             return self._open_hang(now, [], waiting, f"not watched here: ranks {_span(missing)} are on other nodes "
                                                      "(watch every node: --gather)", origin_ranks=missing)
+        net = self._unreachable(alive)
+        if net:
+            return self._open_hang(now, [], waiting, net)
         return self._open_hang(now, [], waiting, "no rank is elsewhere: every rank waits in the same collective "
                                                  "(a lost message or a network fault)")
+
+    def _unreachable(self, alive: list[RankTrack]) -> str:
+        """The node at the end of most TCP links that cannot deliver (data unacknowledged, retransmitting).
+        A node that drops what it receives stalls links in both directions (its peers' data, and the
+        acknowledgements of its own), so it is the endpoint the stuck links share."""
+        host_of = {a: t.host for t in alive for a in t.tcp.get("local", ())}
+        links = {(t.host, host_of.get(a, a)) for t in alive for a in t.tcp.get("stuck", ())}
+        links = {lk for lk in links if lk[0] != lk[1]}
+        if not links:
+            return ""
+        ends = Counter(h for lk in links for h in lk).most_common()
+        best = sorted(h for h, n in ends if n == ends[0][1])
+        shown = ", ".join(f"{a}->{b}" for a, b in sorted(links))
+        if len(best) > 1:
+            return (f"no rank is elsewhere; TCP between {' and '.join(best)} is not acknowledged ({shown}, "
+                    "retransmitting): the network between them drops packets")
+        return (f"no rank is elsewhere; packets to or from {best[0]} are dropped: its TCP links hold "
+                f"unacknowledged data ({shown}, retransmitting)")
 
     def _stuck_worker(self, t: RankTrack):
         for pid, w in sorted(t.workers.items()):

@@ -17,6 +17,7 @@ import zlib
 from typing import Any
 
 from ddpdoctor.inspect.where import COLLECTIVES
+from ddpdoctor.watch import netstuck
 from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
 from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, stacks, throttled_ns
@@ -105,6 +106,8 @@ class NodeView:
                 self.loader_ranks.discard(pid)
             if pid in chunks:
                 rec["rec"] = chunks[pid]
+            if want_stacks and take:  # only while a rank is still: a hang's network side
+                rec["tcp"] = netstuck.sockets(pid)
             if pid in workers:
                 rec["workers"] = [{"pid": w, "state": (wt := proc_tick(w, now)).state, "run_ns": wt.run_ns,
                                    "delay_ns": wt.delay_ns, "io": wt.io_bytes, "stack": _stack(samples.get(w))}
