@@ -29,11 +29,11 @@ HANG_S = 6.0              # nothing moved for this long: a rank waits / the job 
 BUSY_HANG_S = 120.0       # others wait this long while one rank computes: a hang with a busy origin
 MOVE_BUSY_SHARE = 0.02    # main-thread busy time over HANG_S that counts as moving (a Gloo wait adds 0)
 MOVE_IO_BYTES = 64 << 10  # I/O over HANG_S that counts as moving (store polls are a few hundred bytes)
-STRAGGLER_WINDOW_S = 30.0  # three 10 s record chunks (watch/record.py): ≈300 samples a rank
-MIN_SAMPLES = 150
+STRAGGLER_WINDOW_S = 30.0  # three 10 s record chunks (watch/record.py): ≈240 samples a rank
+MIN_SAMPLES = 120
 STRAGGLER_RATIO = 1.10    # own share of a step over the median's (the goal names +10 %; 1.07 was seen healthy under load)
 STRAGGLER_MIN_WAIT = 0.05  # the others must wait at least this share of the time for someone to be waited for
-STRAGGLER_CONFIRM = 3     # consecutive judgements (STRAGGLER_EVERY_S apart) before naming it
+STRAGGLER_CONFIRM = 5     # consecutive judgements (STRAGGLER_EVERY_S apart): 20 s of the same rank lagging
 STRAGGLER_EVERY_S = 5.0
 WAIT_KINDS = ("collective", "ddp", "backward", "distributed")
 
@@ -109,6 +109,8 @@ class Judge:
         if self.first_t is None:
             self.first_t = now
         events = []
+        # who died first comes first: torchrun stops the other ranks when one dies
+        obs = sorted(obs, key=lambda o: o.get("exit_t") or 0.0)
         for o in obs:
             key = (o["host"], o["pid"])
             tr = self.ranks.get(key)

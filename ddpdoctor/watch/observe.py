@@ -3,7 +3,7 @@
 The same dicts are judged locally (watch/judge.py) or sent to the first node (`--gather`).
 Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
 - /proc of every rank every tick (1 s);
-- one stack sample of every rank every STACK_EVERY_S, and every DENSE_EVERY_S while a rank's main
+- one stack sample of every rank every STACK_EVERY_S (8 s), and every DENSE_EVERY_S while a rank's main
   thread has stopped moving (that is when a hang must be confirmed within seconds);
 - a rank whose main thread waits in a DataLoader: its worker processes too (where the batch is stuck);
 - which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers).
@@ -22,7 +22,7 @@ from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
 from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, stacks, throttled_ns
 
-STACK_EVERY_S = 4.0
+STACK_EVERY_S = 8.0
 DENSE_EVERY_S = 2.0
 FIND_EVERY_S = 5.0
 
@@ -98,7 +98,8 @@ class NodeView:
             if tk.state in ("gone", "Z", "X"):
                 time.sleep(0.01)  # the exit watcher reads the status the moment the pidfd fires
                 status = self.exits.codes.get(pid, tk.exit_code)
-                rec.update(state="gone", exit=status, exit_text=describe_exit(status))
+                rec.update(state="gone", exit=status, exit_text=describe_exit(status),
+                           exit_t=self.exits.when.get(pid, now))
                 self.reported_gone.add(pid)
             if rec["stack"] and rec["stack"].get("where", {}).get("kind") == "dataloader":
                 self.loader_ranks.add(pid)

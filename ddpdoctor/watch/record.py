@@ -2,9 +2,9 @@
 
 A straggler at +10 % makes the others wait ≈9 % of each step longer than it does; telling 9 % apart
 needs hundreds of samples per rank, which `py-spy dump` (a process start per sample, ≈17 ms of CPU)
-cannot afford. `py-spy record --nonblocking --idle --rate 10 -d 10 --format raw` stays attached for
-a 10 s chunk and writes the collapsed stacks at its end: 100 samples per rank per chunk, for
-≈45 ms of CPU per chunk (0.45 % of a core; benchmarks/bench_watch.py), never pausing the job.
+cannot afford. `py-spy record --nonblocking --idle --rate 8 -d 10 --format raw` stays attached for
+a 10 s chunk and writes the collapsed stacks at its end: 80 samples per rank per chunk, for
+≈40 ms of CPU per chunk (0.4 % of a core; benchmarks/bench_watch.py), never pausing the job.
 Only the main thread's samples count: the others' outermost frame is threading.py's bootstrap.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ddpdoctor.probes import pyspy
 
 CHUNK_S = 10
-RATE_HZ = 10
+RATE_HZ = 8
 _FRAME = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
 
 
