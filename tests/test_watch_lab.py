@@ -16,6 +16,7 @@ import pytest
 from watchlab import TrainJob, Watch, line_of
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.lab  # real torchrun jobs: slow, deselected by -m "not lab"
 HANG_GOAL_S = 15.0
 
 
@@ -41,7 +42,7 @@ def test_healthy_then_a_rank_sleeping_in_user_code_is_named_within_15s(job):
     j.wait_ready()
     w = Watch("--pid", str(j.proc.pid))
     try:
-        time.sleep(25)  # healthy: nothing to say
+        time.sleep(20)  # healthy: nothing to say
         assert w.events == [], w.events
         t = j.fault("sleep:1")
         e = w.wait_for("hang", HANG_GOAL_S + 5, after=t)
@@ -121,7 +122,7 @@ def test_a_rank_with_more_work_per_step_is_named_a_straggler_with_its_line(job):
     j.wait_ready()
     w = Watch("--pid", str(j.proc.pid))
     try:
-        time.sleep(20)
+        time.sleep(12)
         assert only(w, "straggler", "hang") == [], w.events
         t = j.fault("slow:1:1.6")  # rank 1's augment_batch does 1.6x the matmuls
         e = w.wait_for("straggler", 75, after=t)
