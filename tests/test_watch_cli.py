@@ -17,6 +17,7 @@ def watch(*args, env=None):
                           timeout=60, env={**e, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
+@pytest.mark.torchjob  # starts `ddpdoctor watch` processes (tests/conftest.py kinds)
 @pytest.mark.parametrize("args, says", [
     (("--pid", "0"), "--pid 0: want a positive process id"),
     (("--gather", "--pid", "5"), "--pid names a process of one node"),
@@ -30,6 +31,7 @@ def test_bad_usage_is_one_line_and_exit_2(args, says):
     assert len(p.stderr.strip().splitlines()) == 1 and says in p.stderr, p.stderr
 
 
+@pytest.mark.torchjob
 def test_a_pid_that_is_no_job_is_one_line_and_exit_2():
     p = watch("--pid", str(os.getpid()))
     assert p.returncode == 2 and "not a process of a running torch.distributed job" in p.stderr, p.stderr
