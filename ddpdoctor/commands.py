@@ -59,6 +59,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("inspect", "ddpdoctor.cli.inspect:inspect_cmd", "ddpdoctor.facts.inspect:InspectContext",
             section="ddpdoctor.render.inspect"),
     Command("arm", "ddpdoctor.cli.arm:arm"),
+    Command("watch", "ddpdoctor.cli.watch:watch"),
 )
 
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}

@@ -17,8 +17,10 @@ import click
 @click.option("--deadline", type=click.FloatRange(0.1, 60), default=2.0, show_default=True,
               help="Seconds the pre-flight checks may take together.")
 @click.option("--json", "json_out", is_flag=True, help="With --dry-run (or a refusal): the report as JSON on stdout.")
+@click.option("--watch", "watch", is_flag=True,
+              help="Run `ddpdoctor watch` beside the launched job (its events on stderr); exit with the job's code.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
-def run(force, no_network, no_lint, dry_run, select, ignore, deadline, json_out, command):
+def run(force, no_network, no_lint, dry_run, select, ignore, deadline, json_out, watch, command):
     """Check a torchrun/srun launch (arguments, script, rendezvous), then exec it unchanged.
 
     \b
@@ -70,6 +72,12 @@ def run(force, no_network, no_lint, dry_run, select, ignore, deadline, json_out,
     click.echo(f"ddpdoctor: {verdict}; launching {shlex.join(argv)}", err=True)
     sys.stderr.flush()
     sys.stdout.flush()
+    if watch:
+        from ddpdoctor.runcmd.watch import launch_and_watch
+        try:
+            sys.exit(launch_and_watch(argv))
+        except OSError as e:
+            fail_usage(f"run: cannot execute {argv[0]!r}: {e.strerror or e}")
     try:
         exec_command(argv)
     except OSError as e:

@@ -1,0 +1,160 @@
+"""One node's view of the job each tick: the ranks here, read with watch/sample.py, as plain dicts.
+
+The same dicts are judged locally (watch/judge.py) or sent to the first node (`--gather`).
+Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
+- /proc of every rank every tick (1 s);
+- one stack sample of every rank every STACK_EVERY_S (8 s), and every DENSE_EVERY_S while a rank's main
+  thread has stopped moving (that is when a hang must be confirmed within seconds);
+- a rank whose main thread waits in a DataLoader: its worker processes too (where the batch is stuck);
+- which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers).
+"""
+from __future__ import annotations
+
+import socket
+import sys
+import time
+import zlib
+from typing import Any
+
+from ddpdoctor.inspect.where import COLLECTIVES
+from ddpdoctor.watch import netstuck
+from ddpdoctor.watch import ranks as rankmod
+from ddpdoctor.watch.record import Recorder
+from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, stacks, throttled_ns
+
+STACK_EVERY_S = 8.0
+DENSE_EVERY_S = 2.0
+FIND_EVERY_S = 5.0
+
+
+def _sig(signature: tuple) -> str:
+    return format(zlib.crc32(repr(signature).encode()), "08x")
+
+
+class NodeView:
+    def __init__(self, pid: int | None = None, host: str | None = None, dump_timeout: float = 3.0,
+                 record: bool = True):
+        self.pid = pid
+        self.host = host or socket.gethostname()
+        self.dump_timeout = dump_timeout
+        self.job, found, self.other_jobs = rankmod.find(pid)
+        self.ranks: dict[int, rankmod.Rank] = {r.pid: r for r in found}
+        self.exits = ExitWatch()
+        for r in found:
+            self.exits.add(r.pid)
+        self.reported_gone: set[int] = set()
+        self._next_stack = 0.0
+        self._next_find = time.monotonic() + FIND_EVERY_S
+        self.loader_ranks: set[int] = set()   # pids whose main thread waits in a DataLoader
+        self.recorder = Recorder() if record else None
+        self.cgroup: dict[int, str | None] = {}
+
+    def refind(self, now: float) -> None:
+        if now < self._next_find:
+            return
+        self._next_find = now + FIND_EVERY_S
+        self.cgroup.clear()
+        try:
+            job, found, others = rankmod.find(self.pid if self.pid in self.ranks or self.pid is None else None)
+        except rankmod.NoJob:
+            return
+        if job != self.job and self.pid is None:
+            return  # stay with the job we watch
+        self.other_jobs = others
+        for r in found:
+            if r.job == self.job and r.pid not in self.ranks:
+                self.ranks[r.pid] = r
+                self.exits.add(r.pid)
+
+    def ended(self) -> bool:
+        return bool(self.ranks) and all(pid in self.reported_gone for pid in self.ranks)
+
+    def observe(self, now: float, want_stacks: bool) -> list[dict[str, Any]]:
+        self.refind(now)
+        live = [pid for pid in self.ranks if pid not in self.reported_gone]
+        take = now >= self._next_stack or (want_stacks and now >= self._next_stack - (STACK_EVERY_S - DENSE_EVERY_S))
+        samples = {}
+        workers: dict[int, list[int]] = {}
+        chunks = {}
+        if self.recorder is not None:
+            chunks = {c.pid: summarize(c.samples) for c in self.recorder.collect()}
+            self.recorder.ensure(live)
+        if take:
+            self._next_stack = now + STACK_EVERY_S
+            for pid in self.loader_ranks & set(live):
+                workers[pid] = rankmod.children(pid)
+            helpers = {w for ws in workers.values() for w in ws}
+            samples = stacks(live + sorted(helpers), self.dump_timeout, helpers)
+        out = []
+        for pid in live:
+            r = self.ranks[pid]
+            tk = proc_tick(pid, now)
+            if pid not in self.cgroup:  # cleared every FIND_EVERY_S: a cap may be applied later
+                self.cgroup[pid] = cpu_stat_path(pid)
+            rec = {"rank": r.rank, "host": self.host, "pid": pid, "world_size": r.world_size,
+                   "local_rank": r.local_rank, "state": tk.state, "run_ns": tk.run_ns, "delay_ns": tk.delay_ns,
+                   "io": tk.io_bytes, "throttled_ns": throttled_ns(self.cgroup[pid]),
+                   "cgroup": (self.cgroup[pid] or "").removesuffix("/cpu.stat"), "stack": _stack(samples.get(pid))}
+            if tk.state in ("gone", "Z", "X"):
+                time.sleep(0.01)  # the exit watcher reads the status the moment the pidfd fires
+                status = self.exits.codes.get(pid, tk.exit_code)
+                rec.update(state="gone", exit=status, exit_text=describe_exit(status),
+                           exit_t=self.exits.when.get(pid, now))
+                self.reported_gone.add(pid)
+            if rec["stack"] and rec["stack"].get("where", {}).get("kind") == "dataloader":
+                self.loader_ranks.add(pid)
+            elif rec["stack"] and rec["stack"]["ok"]:
+                self.loader_ranks.discard(pid)
+            if pid in chunks:
+                rec["rec"] = chunks[pid]
+            if want_stacks and take:  # only while a rank is still: a hang's network side
+                rec["tcp"] = netstuck.sockets(pid)
+            if pid in workers:
+                rec["workers"] = [{"pid": w, "state": (wt := proc_tick(w, now)).state, "run_ns": wt.run_ns,
+                                   "delay_ns": wt.delay_ns, "io": wt.io_bytes, "stack": _stack(samples.get(w))}
+                                  for w in workers[pid]]
+            out.append(rec)
+        return out
+
+    def close(self):
+        self.exits.close()
+        if self.recorder is not None:
+            self.recorder.close()
+
+
+def _stack(s) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    if not s.ok:
+        return {"ok": False, "error": s.error, "kind": s.kind}
+    return {"ok": True, "where": s.where, "inner": s.inner, "sig": _sig(s.signature), "active": s.active}
+
+
+def is_wait(frames) -> bool:
+    """A sample (frames outermost first) inside a torch.distributed collective: the rank waits for its peers."""
+    return any(f[1].startswith("torch/distributed/") and f[0].rsplit(".", 1)[-1] in COLLECTIVES for f in frames)
+
+
+def _user_line(frames) -> str:
+    for name, file, line in reversed(frames):  # innermost first
+        if file.startswith(("torch/", "<")) or file.split("/", 1)[0].removesuffix(".py") in _STDLIB:
+            continue
+        return f"{name} {file}:{line}"
+    return "?"
+
+
+_STDLIB = frozenset(sys.stdlib_module_names)
+
+
+def summarize(samples) -> dict[str, Any]:
+    """A record chunk as numbers: samples, samples waiting in a collective, the top lines of the rest."""
+    from collections import Counter
+    n = w = 0
+    lines: Counter = Counter()
+    for frames, count in samples:
+        n += count
+        if is_wait(frames):
+            w += count
+        else:
+            lines[_user_line(frames)] += count
+    return {"n": n, "wait": w, "lines": dict(lines.most_common(8))}

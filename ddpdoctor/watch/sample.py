@@ -1,0 +1,217 @@
+"""What `watch` reads about a rank, and how cheaply: /proc every second, py-spy stacks less often.
+
+Per rank, every tick (≈1 s), from /proc only (≈40 µs a rank; benchmarks/bench_watch.py):
+- state letter (R S D T Z) from /proc/<pid>/stat;
+- the main thread's schedstat (/proc/<pid>/task/<pid>/schedstat, Documentation/scheduler/sched-stats.rst):
+  nanoseconds on a CPU and nanoseconds runnable but waiting for one. Their sum over the wall time is
+  the share of time the main thread did not sleep: a rank blocked in a Gloo wait (ProcessGroupGloo's
+  work.wait() sleeps on a condition variable) adds nothing, a rank throttled by a CPU cap keeps adding
+  (throttled time counts as waiting for a CPU);
+- the whole process's CPU ticks and I/O counters (/proc/<pid>/io rchar+wchar: read/write on sockets and
+  files), which move while a rank reads data or talks to its peers.
+Stacks: `py-spy dump --nonblocking` (probes/pyspy.py) of the main thread costs ≈17 ms of CPU (measured
+with torch loaded): at one dump per rank every 8 s that is 0.2 % of a core per rank.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddpdoctor.inspect.where import locate, signature
+from ddpdoctor.probes import pyspy
+
+
+@dataclass(frozen=True)
+class ProcTick:
+    pid: int
+    t: float                 # time.monotonic() of the read
+    state: str               # R S D T Z ... or "gone"
+    run_ns: int = 0          # main thread: on a CPU
+    delay_ns: int = 0        # main thread: runnable, waiting for a CPU (a CPU cap's throttling included)
+    cpu_ticks: int = 0       # whole process utime+stime
+    io_bytes: int = 0        # whole process rchar+wchar
+    exit_code: int | None = None  # wait status, readable while the process is a zombie (proc(5) field 52)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def cpu_stat_path(pid: int) -> str | None:
+    """The cpu.stat of the process's CPU cgroup: v1 (/sys/fs/cgroup/cpu/<path>, throttled_time in ns) or
+    v2 (/sys/fs/cgroup/<path>, throttled_usec). A CPU cap shows there as throttled time."""
+    txt = _read(f"/proc/{pid}/cgroup") or ""
+    for line in txt.splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if "cpu" in ctrls.split(","):
+            for base in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
+                if os.path.exists(f"{base}{path}/cpu.stat"):
+                    return f"{base}{path}/cpu.stat"
+        if ctrls == "" and os.path.exists(f"/sys/fs/cgroup{path}/cpu.stat"):
+            return f"/sys/fs/cgroup{path}/cpu.stat"
+    return None
+
+
+def throttled_ns(path: str | None) -> int:
+    txt = _read(path) if path else None
+    for line in (txt or "").splitlines():
+        k, _, v = line.partition(" ")
+        if k == "throttled_time":
+            return int(v)
+        if k == "throttled_usec":
+            return int(v) * 1000
+    return 0
+
+
+def proc_tick(pid: int, now: float | None = None) -> ProcTick:
+    now = time.monotonic() if now is None else now
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
+        return ProcTick(pid, now, "gone")
+    rest = stat[stat.rfind(")") + 2:].split()  # comm may hold spaces and parentheses
+    state = rest[0]
+    exit_code = int(rest[49]) if state in ("Z", "X") and len(rest) > 49 else None
+    run = delay = 0
+    ss = _read(f"/proc/{pid}/task/{pid}/schedstat")
+    if ss:
+        parts = ss.split()
+        run, delay = int(parts[0]), int(parts[1])
+    io = 0
+    txt = _read(f"/proc/{pid}/io")
+    if txt:
+        for line in txt.splitlines():
+            k, _, v = line.partition(":")
+            if k in ("rchar", "wchar"):
+                io += int(v)
+    return ProcTick(pid, now, state, run, delay, int(rest[11]) + int(rest[12]), io, exit_code)
+
+
+@dataclass(frozen=True)
+class StackSample:
+    pid: int
+    t: float
+    ok: bool
+    where: dict[str, Any] = field(default_factory=dict)   # inspect/where.py locate() of the main thread
+    inner: dict[str, Any] = field(default_factory=dict)   # its innermost frame in user code (innermost_user)
+    signature: tuple = ()
+    active: bool = False      # py-spy: the thread was running (not blocked in a syscall)
+    error: str = ""
+    kind: str = ""            # py-spy's failure kind: permission, gone, timeout, missing, other
+
+
+def innermost_user(thread) -> dict[str, Any]:
+    """Where a helper process (a DataLoader worker) is: its innermost frame outside torch and the standard
+    library (`__getitem__ data.py:88`), not the line its parent forked it at."""
+    for f in (thread.frames if thread else ()):
+        if f.file.startswith(("torch/", "<")) or "/site-packages/torch/" in f.path:
+            continue
+        if "/lib/python3" in f.path and "-packages/" not in f.path:
+            continue
+        return {"kind": "python", "call": f.name, "file": f.file, "line": f.line, "func": f.name,
+                "active": thread.active}
+    return locate(thread)
+
+
+def stacks(pids: list[int], timeout: float = 3.0, helpers: frozenset[int] | set[int] = frozenset()
+           ) -> dict[int, StackSample]:
+    """One main-thread sample per pid, all at once (py-spy --nonblocking: the process is never paused).
+    For `helpers` (DataLoader workers) `where` is the innermost user frame."""
+    now = time.monotonic()
+    out = {}
+    for pid, d in pyspy.dump_all(pids, timeout).items():
+        if not d.ok:
+            out[pid] = StackSample(pid, now, False, error=d.error, kind=d.kind)
+            continue
+        main = d.main_thread()
+        inner = innermost_user(main)
+        where = inner if pid in helpers else locate(main)
+        out[pid] = StackSample(pid, now, True, where, inner, signature(main), bool(main and main.active))
+    return out
+
+
+class ExitWatch:
+    """Exit status of processes we did not start, caught the moment they die.
+
+    A pidfd (pidfd_open(2), Linux 5.3) becomes readable when its process exits; the process is then a
+    zombie until its parent reaps it (torchrun polls its workers every --monitor-interval, 0.1 s by
+    default), and /proc/<pid>/stat field 52 holds its wait status. Polling all pidfds in a thread reads
+    it within microseconds of the exit. Without pidfds (old kernel) the status is read when a tick
+    happens to see the zombie, else it is unknown.
+    """
+
+    def __init__(self):
+        import select
+        import threading
+        self._select = select
+        self._fds: dict[int, int] = {}
+        self.codes: dict[int, int | None] = {}
+        self.when: dict[int, float] = {}   # time.monotonic() the exit was seen: who died first
+        self._lock = threading.Lock()
+        self._r, self._w = os.pipe()
+        self._stop = False
+        self._th = threading.Thread(target=self._loop, daemon=True, name="ddpdoctor-exitwatch")
+        self._th.start()
+
+    def add(self, pid: int) -> None:
+        if not hasattr(os, "pidfd_open"):
+            return
+        with self._lock:
+            if pid in self._fds or pid in self.codes:
+                return
+            try:
+                self._fds[pid] = os.pidfd_open(pid)
+            except OSError:
+                return
+        os.write(self._w, b"x")
+
+    def _loop(self):
+        while not self._stop:
+            p = self._select.poll()
+            p.register(self._r, self._select.POLLIN)
+            with self._lock:
+                for fd in self._fds.values():
+                    p.register(fd, self._select.POLLIN)
+            ready = {fd for fd, _ in p.poll(1000)}
+            if self._r in ready:
+                os.read(self._r, 4096)
+            with self._lock:
+                for pid, fd in list(self._fds.items()):
+                    if fd in ready:
+                        self.codes[pid] = proc_tick(pid).exit_code
+                        self.when[pid] = time.monotonic()
+                        os.close(fd)
+                        del self._fds[pid]
+
+    def close(self):
+        self._stop = True
+        os.write(self._w, b"x")
+        self._th.join(2)
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+        os.close(self._r)
+        os.close(self._w)
+
+
+def describe_exit(status: int | None) -> str:
+    """A wait status as a person reads it: `exit code 1`, `killed by SIGKILL`."""
+    if status is None:
+        return "exit status unknown (reaped before it could be read)"
+    import signal
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"killed by {name}"
+    if os.WIFEXITED(status):
+        return f"exit code {os.WEXITSTATUS(status)}"
+    return f"wait status {status}"

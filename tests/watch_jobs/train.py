@@ -1,0 +1,81 @@
+"""A small Gloo training loop for `ddpdoctor watch`'s lab tests: faults are injected mid-run by writing
+FAULT_FILE (`sleep:R`, `other:R`, `loader:R`, `slow:R:FACTOR`); the lines asserted carry `# LINE_...`.
+
+Each step: a batch from a DataLoader (one worker process per rank), forward/backward of a small MLP,
+the gradients all-reduced explicitly (as DDP does, in one bucket), an SGD step. Runs TRAIN_SECONDS.
+"""
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+FAULT_FILE = os.environ.get("FAULT_FILE", "")
+SECONDS = float(os.environ.get("TRAIN_SECONDS", "60"))
+WORK = int(os.environ.get("TRAIN_WORK", "6"))  # matmuls per step in augment_batch: the compute to slow down
+DEVICE_S = float(os.environ.get("TRAIN_DEVICE_S", "0.03"))  # a blocked phase per step, as a GPU kernel's wait
+torch.manual_seed(rank)
+
+
+def fault():
+    try:
+        with open(FAULT_FILE) as f:
+            parts = f.read().strip().split(":")
+    except OSError:
+        return None, None, 1.0
+    if len(parts) < 2:  # being written
+        return None, None, 1.0
+    return parts[0], int(parts[1]), float(parts[2]) if len(parts) > 2 else 1.0
+
+
+class Data(torch.utils.data.Dataset):
+    def __len__(self):
+        return 1 << 30
+
+    def __getitem__(self, i):
+        kind, who, _ = fault()
+        if kind == "loader" and who == int(os.environ["RANK"]):
+            time.sleep(3600)  # LINE_LOADER
+        return torch.randn(64)
+
+
+def augment_batch(x, factor):
+    w = torch.ones(256, 256) / 256
+    y = x.repeat(1, 4)
+    for _ in range(int(WORK * factor)):
+        y = torch.tanh(y @ w)  # LINE_AUGMENT
+    return y[:, :64]
+
+
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loader = iter(torch.utils.data.DataLoader(Data(), batch_size=256, num_workers=1, prefetch_factor=4))
+print(f"ready {rank}", flush=True)
+end = time.monotonic() + SECONDS
+step = 0
+while True:
+    kind, who, factor = fault()
+    mine = who == rank
+    x = next(loader)
+    x = augment_batch(x, factor if kind == "slow" and mine else 1.0)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    if kind == "sleep" and mine:
+        time.sleep(3600)  # LINE_SLEEP
+    # the last element votes to stop: every rank leaves the loop after the same step
+    grads = torch.cat([p.grad.flatten() for p in model.parameters()] + [torch.tensor([float(time.monotonic() > end)])])
+    if kind == "other" and mine:
+        dist.broadcast(grads, 0)  # LINE_OTHER
+    dist.all_reduce(grads)  # LINE_ALLREDUCE
+    if grads[-1] > 0:
+        break
+    opt.step()
+    step += 1
+    if step % 100 == 0:
+        print(f"rank {rank} step {step} at {time.monotonic():.1f}", flush=True)
+    time.sleep(DEVICE_S)  # LINE_DEVICE
+print(f"done {rank} steps={step}", flush=True)
+dist.destroy_process_group()

@@ -1,0 +1,167 @@
+"""Helpers for `ddpdoctor watch`'s tests on REAL torchrun + Gloo jobs (tests/watch_jobs/train.py).
+
+A job runs in a session of its own; faults are injected from outside it (SIGSTOP, SIGKILL, a cgroup v1
+CPU cap) or by writing its FAULT_FILE (the job then sleeps, calls another collective, or its
+DataLoader worker sleeps). `Watch` runs `ddpdoctor watch --json` beside it and timestamps each event
+line as it arrives, so a test measures the time from injection to verdict.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+JOB = ROOT / "tests" / "watch_jobs" / "train.py"
+SRC = JOB.read_text().splitlines()
+CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
+
+
+def line_of(marker: str) -> int:
+    return next(i + 1 for i, s in enumerate(SRC) if s.rstrip().endswith(f"# {marker}"))
+
+
+def tree(root: int) -> set[int]:
+    import psutil
+    try:
+        return {root} | {c.pid for c in psutil.Process(root).children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+class TrainJob:
+    def __init__(self, tmp: Path, nproc: int = 2, seconds: float = 60, env: dict | None = None):
+        self.fault_file = tmp / "fault"
+        self.log = tmp / "job.log"
+        env = {**os.environ, "FAULT_FILE": str(self.fault_file), "TRAIN_SECONDS": str(seconds),
+               "OMP_NUM_THREADS": "1", **(env or {})}
+        self.proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                      f"--nproc-per-node={nproc}", str(JOB)], env=env, stdout=open(self.log, "w"),
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.nproc = nproc
+        self.seen: set[int] = set()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.seen |= tree(self.proc.pid)
+            if self.log.read_text().count("ready ") >= self.nproc:
+                return
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            time.sleep(0.3)
+        raise AssertionError(f"job did not get ready:\n{self.log.read_text()[-3000:]}")
+
+    def rank_pid(self, rank: int) -> int:
+        for pid in tree(self.proc.pid):
+            try:
+                env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if f"RANK={rank}".encode() in env and b"train.py" in cmd and b"torch.distributed.run" not in cmd:
+                if os.getppid() != pid and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1] == str(self.proc.pid):
+                    return pid
+        raise AssertionError(f"rank {rank} not found")
+
+    def fault(self, spec: str) -> float:
+        tmp = self.fault_file.with_suffix(".tmp")
+        tmp.write_text(spec)
+        os.replace(tmp, self.fault_file)  # the job never reads half a spec
+        return time.monotonic()
+
+    def kill(self) -> None:
+        pids = self.seen | tree(self.proc.pid)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.proc.wait(15)
+        end = time.monotonic() + 10
+        while time.monotonic() < end and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+        assert not [p for p in pids if _alive(p)], "left running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+class Watch:
+    """`ddpdoctor watch --json ARGS` in the background; `events` grows as lines arrive (with `at`)."""
+
+    def __init__(self, *args: str, argv_prefix: list[str] | None = None, env: dict | None = None):
+        argv = (argv_prefix or [sys.executable, "-m", "ddpdoctor"]) + ["watch", "--json", *args]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+        self.events: list[dict] = []
+        self.stderr = ""
+        self._th = threading.Thread(target=self._read, daemon=True)
+        self._th.start()
+
+    def _read(self):
+        for ln in self.proc.stdout:
+            e = json.loads(ln)
+            e["at"] = time.monotonic()
+            self.events.append(e)
+
+    def wait_for(self, kind: str, timeout: float, after: float = 0.0) -> dict | None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for e in self.events:
+                if e["kind"] == kind and e["at"] >= after:
+                    return e
+            if self.proc.poll() is not None and not self._th.is_alive():
+                break
+            time.sleep(0.2)
+        return None
+
+    def finish(self, timeout: float = 60) -> int:
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGINT)
+            rc = self.proc.wait(15)
+        self._th.join(5)
+        self.stderr = self.proc.stderr.read()
+        return rc
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        return self.finish(20)
+
+
+class CpuCap:
+    """A cgroup v1 CPU cap on one process (cpu.cfs_quota_us over cpu.cfs_period_us), removed on exit."""
+
+    def __init__(self, pid: int, share: float):
+        self.dir = CGROUP_CPU / f"ddpdoctor-watch-{os.getpid()}-{pid}"
+        self.dir.mkdir()
+        (self.dir / "cpu.cfs_period_us").write_text("100000")
+        (self.dir / "cpu.cfs_quota_us").write_text(str(int(100000 * share)))
+        (self.dir / "cgroup.procs").write_text(str(pid))
+
+    def close(self):
+        try:
+            for pid in (self.dir / "cgroup.procs").read_text().split():
+                try:
+                    (CGROUP_CPU / "cgroup.procs").write_text(pid)
+                except OSError:
+                    pass
+            self.dir.rmdir()
+        except OSError:
+            pass
+
+
+def cgroup_v1_cpu() -> bool:
+    return (CGROUP_CPU / "cpu.cfs_quota_us").exists() and os.geteuid() == 0
