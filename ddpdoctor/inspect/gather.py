@@ -104,14 +104,20 @@ def _serve(step: Step, until: float, views: dict[int, dict], srv) -> None:
                 continue
 
 
+def listen_any(port: int) -> socket.socket:
+    """The first node's listening socket on every address, IPv6 and IPv4 where the host has both."""
+    if socket.has_dualstack_ipv6():
+        return socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
+    return socket.create_server(("", port))
+
+
 def run(step: Step, collect, *, deadline: float, started: float) -> dict[int, dict] | None:
     """Sample this node; the first node returns every view that arrived by the deadline (by index),
     the others send theirs (retrying while the first node is not listening yet) and return None."""
     until = started + deadline
     if step.index == 0:
         try:
-            srv = socket.create_server(("", step.port), family=socket.AF_INET6, dualstack_ipv6=True) \
-                if socket.has_dualstack_ipv6() else socket.create_server(("", step.port))
+            srv = listen_any(step.port)
         except OSError as e:
             raise GatherError(f"could not listen on port {step.port}: {e.strerror or e}") from None
         views: dict[int, dict] = {}

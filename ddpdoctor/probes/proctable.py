@@ -103,9 +103,8 @@ def has_torch(pid: int, root: str = "/proc") -> bool | None:
     return b"/libc10" in raw or b"/libtorch" in raw or b"/torch/_C" in raw
 
 
-def has_tcp(pid: int, root: str = "/proc") -> bool | None:
-    """An ESTABLISHED (state 01) TCP socket among the process's open files: a rank that joined a process group
-    holds its store and Gloo/NCCL bootstrap connections. None when not readable."""
+def socket_inodes(pid: int, root: str = "/proc") -> set[str] | None:
+    """The inodes of the sockets among the process's open files (`socket:[N]` links); None when not readable."""
     try:
         fds = os.listdir(f"{root}/{pid}/fd")
     except OSError:
@@ -118,6 +117,15 @@ def has_tcp(pid: int, root: str = "/proc") -> bool | None:
             continue
         if link.startswith("socket:["):
             inodes.add(link[8:-1])
+    return inodes
+
+
+def has_tcp(pid: int, root: str = "/proc") -> bool | None:
+    """An ESTABLISHED (state 01) TCP socket among the process's open files: a rank that joined a process group
+    holds its store and Gloo/NCCL bootstrap connections. None when not readable."""
+    inodes = socket_inodes(pid, root)
+    if inodes is None:
+        return None
     if not inodes:
         return False
     for table in ("tcp", "tcp6"):

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from ddpdoctor.inspect.gather import Step, detect_step
+from ddpdoctor.inspect.gather import Step, detect_step, listen_any
 from ddpdoctor.validate import BadInput
 from ddpdoctor.watch import loop
 from ddpdoctor.watch.judge import Judge
@@ -120,8 +120,7 @@ def run_gather(emit, *, port: int, deadline: float | None, wait_s: float, events
         return 0  # another task on this node speaks for it
     if step.index == 0:
         try:
-            srv = socket.create_server(("", step.port), family=socket.AF_INET6, dualstack_ipv6=True) \
-                if socket.has_dualstack_ipv6() else socket.create_server(("", step.port))
+            srv = listen_any(step.port)
         except OSError as e:
             raise BadInput(f"--gather: could not listen on port {step.port}: {e.strerror or e}") from None
         view, err = _view(wait_s, step.node)

@@ -9,22 +9,12 @@ here: its connections keep bytes in the send queue (tx_queue) with the retransmi
 from __future__ import annotations
 
 import ipaddress
-import os
+
+from ddpdoctor.probes.proctable import socket_inodes
 
 
 def _inodes(pid: int) -> set[str]:
-    out = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                out.add(link[8:-1])
-    except OSError:
-        pass
-    return out
+    return socket_inodes(pid) or set()
 
 
 def _addr(hexaddr: str) -> str:
