@@ -54,9 +54,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {  # modules ("ddpdoctor.x.y") or top-
     frozenset({"registry", "checks"}):
         "the registry imports every module of checks/ on first use to register them (found with pkgutil, "
         "so a new module needs no list); checks import the registry's @check",
-    frozenset({"ddpdoctor.checks.inspect", "ddpdoctor.checks.inspect_gpu"}):
-        "inspect_gpu imports inspect.require_ranks inside a check, inspect re-exports inspect_gpu's checks; "
-        "the ranks helper owns both",
     frozenset({"ddpdoctor.logscan.evidence", "ddpdoctor.logscan.user_error"}):
         "evidence.Collector imports user_error.Tracker when it is built, user_error imports evidence.Evidence; "
         "the explain helper owns both (a third module for Evidence would untie it)",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ddpdoctor.checks import inspect as J
+from ddpdoctor.checks import inspect_gpu as G
 from ddpdoctor.facts.inspect import InspectContext, RankView
 from ddpdoctor.model import Severity
 
@@ -96,12 +97,12 @@ GPUS = [{"index": 0, "uuid": "GPU-a", "processes": [{"pid": 1000, "used": 300 <<
 
 def test_memory_on_another_ranks_gpu_is_named_like_dd401():
     c = ctx(rec(0, AR), rec(3, AR), nvml={"available": True, "gpus": GPUS})
-    (f,) = J.running_rank_memory_on_own_gpu(c)
+    (f,) = G.running_rank_memory_on_own_gpu(c)
     assert f.message == "rank 3 (pid 1003) holds 812 MiB on GPU 0, its own GPU is 3"
     assert "set_device" in f.fix.code
 
 
 def test_in_another_pid_namespace_it_says_so_instead_of_guessing():
     gpus = [{"index": 0, "uuid": "GPU-a", "processes": [{"pid": 77001, "used": 1 << 30}]}]
-    (f,) = J.running_rank_memory_on_own_gpu(ctx(rec(0, AR), nvml={"available": True, "gpus": gpus}, ns=True))
+    (f,) = G.running_rank_memory_on_own_gpu(ctx(rec(0, AR), nvml={"available": True, "gpus": gpus}, ns=True))
     assert f.severity is Severity.WARNING and "another pid namespace" in f.message

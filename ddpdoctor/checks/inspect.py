@@ -340,8 +340,3 @@ def gathered_nodes_reported(ctx):
                           hint="its ranks exited, or the step includes a node the job does not run on",
                           fix=Fix("read the launcher's output for the ranks that ran on it"),
                           evidence={"node": n.node}, kind="error")
-
-
-# DD410 and DD516/DD517 live in modules of their own (the registry finds them); their names stay importable here
-from ddpdoctor.checks.inspect_armed import flight_recorder_agrees, watchdog_lines_agree  # noqa: E402,F401
-from ddpdoctor.checks.inspect_gpu import nvml_records, running_rank_memory_on_own_gpu  # noqa: E402,F401
