@@ -186,22 +186,34 @@ class Matcher:
         return out
 
     def _ac_gate_hits(self, low: bytes) -> list[tuple[int, int, int, bytes]]:
-        """What `_gate_hits` returns (up to order), from one Aho-Corasick pass: of each gate's occurrences
-        keep those a memmem pass would stop at, i.e. the first at or after the end of its previous hit."""
+        """What `_gate_hits` returns (up to order), from Aho-Corasick passes. A leftmost-first pass over the
+        block finds the lines holding any gate word (an occurrence it skips overlaps one it reports, and no
+        gate word spans a line end, so that one is in the same line); only those lines get the overlapping
+        pass, where each gate keeps the occurrences a memmem pass would stop at: the first at or after the
+        end of its previous hit (lines are independent: a hit's end never passes its line's end)."""
         gates, n = self._gate_list, len(low)
-        resume = [0] * len(gates)  # where each gate's next memmem search would start
+        first, every = self._ac
+        view = memoryview(low)
         out = []
-        for g, pos, _ in self._ac.find_matches_as_indexes(low, overlapping=True):
-            if pos < resume[g]:
+        done = 0
+        for _, pos, _ in first.find_matches_as_indexes(low):
+            if pos < done:
                 continue
             nl = low.rfind(b"\n", 0, pos) + 1
-            start = low.rfind(b"\r", nl, pos) + 1 or nl
-            end = _line_end(low, pos, n)
-            if end - start > MAX_WINDOW:
-                start = max(start, pos - MAX_WINDOW // 2)
-                end = min(end, pos + MAX_WINDOW // 2)
-            out.append((start, end, pos, gates[g]))
-            resume[g] = end
+            line_start = low.rfind(b"\r", nl, pos) + 1 or nl  # a bare CR (progress bars) also ends a line
+            line_end = _line_end(low, pos, n)
+            resume: dict[int, int] = {}
+            for g, hit, _ in every.find_matches_as_indexes(view[line_start:line_end], overlapping=True):
+                hit += line_start
+                if hit < resume.get(g, 0):
+                    continue
+                start, end = line_start, line_end
+                if end - start > MAX_WINDOW:  # an overlong line: look only around the hit
+                    start = max(start, hit - MAX_WINDOW // 2)
+                    end = min(end, hit + MAX_WINDOW // 2)
+                out.append((start, end, hit, gates[g]))
+                resume[g] = end
+            done = line_end
         return out
 
     def _all_gate_hits(self, low: bytes) -> list[tuple[int, int, int, bytes]]:
@@ -337,7 +349,8 @@ FIND: Finder = _memmem_finder() or _bytes_find
 
 
 def _automaton(gates: list[bytes]):
-    """One automaton for all gate words (overlapping matches need MatchKind.Standard), or None where
+    """Automatons for all gate words: leftmost-first (fast, finds the lines) and standard (overlapping
+    matches, within those lines), or None where
     ahocorasick_rs is missing or DDPDOCTOR_NO_AHOCORASICK=1: the memmem passes then give the same hits."""
     if os.environ.get("DDPDOCTOR_NO_AHOCORASICK"):
         return None
@@ -345,7 +358,9 @@ def _automaton(gates: list[bytes]):
         import ahocorasick_rs
     except ImportError:
         return None
-    return ahocorasick_rs.BytesAhoCorasick(gates, matchkind=ahocorasick_rs.MatchKind.Standard)
+    kind = ahocorasick_rs.MatchKind
+    return (ahocorasick_rs.BytesAhoCorasick(gates, matchkind=kind.LeftmostFirst),
+            ahocorasick_rs.BytesAhoCorasick(gates, matchkind=kind.Standard))
 
 
 def _line_end(low: bytes, pos: int, n: int) -> int:
