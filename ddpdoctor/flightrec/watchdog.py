@@ -212,7 +212,7 @@ class Tap:
         # No copy of the block (`part + data` then `[:cut]` were two 4 MiB copies a block) and no split
         # into lines: only the lines holding "ork" are cut out, found with bytes.find; the CLI's
         # `explain --log` pays this pass on top of its own scan (issue 23: with the one-pass gate scan,
-        # 53 -> ~125 MB/s of CPU).
+        # 60 -> ~150-210 MB/s of CPU; docs/explain.md).
         cut = data.rfind(b"\n")
         if cut < 0:
             self._part = (self._part + data)[-self.MAX_LINE:]
