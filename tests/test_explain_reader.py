@@ -1,4 +1,5 @@
 """Reading logs as users have them: any size, any line ending, colours, junk, compression."""
+import importlib.util
 import codecs
 import gzip
 import io
@@ -138,7 +139,8 @@ def test_memmem_finder_agrees_with_bytes_find():
 
 
 def test_memmem_and_bytes_find_scanners_agree_on_the_corpus():
-    m1, m2 = Matcher(catalog.failures(), find=FIND), Matcher(catalog.failures(), find=_bytes_find)
+    m1 = Matcher(catalog.failures(), find=FIND, multi=False)
+    m2 = Matcher(catalog.failures(), find=_bytes_find, multi=False)
     logs = os.path.join(os.path.dirname(__file__), "logs")
     for folder in sorted(os.listdir(logs)):
         d = os.path.join(logs, folder)
@@ -147,6 +149,49 @@ def test_memmem_and_bytes_find_scanners_agree_on_the_corpus():
             a = [(lm.line, [r.index for r, _ in lm.matches]) for lm in m1.scan(io.BytesIO(data))]
             b = [(lm.line, [r.index for r, _ in lm.matches]) for lm in m2.scan(io.BytesIO(data))]
             assert a == b, name
+
+
+def _corpus_bytes() -> bytes:
+    logs = os.path.join(os.path.dirname(__file__), "logs")
+    parts = [open(os.path.join(logs, f, n), "rb").read() for f in sorted(os.listdir(logs))
+             if os.path.isdir(os.path.join(logs, f)) for n in sorted(os.listdir(os.path.join(logs, f)))]
+    return b"".join(p if p.endswith(b"\n") else p + b"\n" for p in parts)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ahocorasick_rs") is None, reason="ahocorasick_rs not installed")
+def test_one_aho_corasick_pass_finds_the_hits_of_the_memmem_passes():
+    """The single multi-pattern pass must stop at exactly the hits the per-gate passes stop at: on the
+    corpus, and on random text dense with overlapping gate words, CR, and lines past MAX_WINDOW."""
+    from ddpdoctor.logscan import matcher as M
+    fast, slow = Matcher(catalog.failures()), Matcher(catalog.failures(), multi=False)
+    assert fast._ac is not None and slow._ac is None
+    low = _corpus_bytes().lower()
+    assert sorted(fast._all_gate_hits(low)) == sorted(slow._gate_hits(low, slow._gate_list))
+    rnd = random.Random(23)
+    gates = fast._gate_list
+    for _ in range(200):
+        pieces = []
+        for _ in range(rnd.randrange(1, 60)):
+            k = rnd.random()
+            if k < 0.4:
+                g = rnd.choice(gates)
+                pieces.append(g[:rnd.randrange(1, len(g) + 1)] if rnd.random() < 0.3 else g)
+            elif k < 0.5:
+                pieces.append(rnd.choice([b"\n", b"\r", b"\r\n"]))
+            elif k < 0.53:
+                pieces.append(b"x" * rnd.randrange(M.MAX_WINDOW // 2, 2 * M.MAX_WINDOW))
+            else:
+                pieces.append(bytes(rnd.choice(b"aeimorstu :=[") for _ in range(rnd.randrange(0, 12))))
+        low = b"".join(pieces)
+        assert sorted(fast._all_gate_hits(low)) == sorted(slow._gate_hits(low, slow._gate_list)), low[:200]
+
+
+def test_multi_pattern_and_memmem_scanners_agree_on_the_corpus():
+    data = _corpus_bytes()
+    fast, slow = Matcher(catalog.failures()), Matcher(catalog.failures(), multi=False)
+    a = [(lm.line, lm.text, sorted((r.index, sorted(g.items())) for r, g in lm.matches)) for lm in fast.scan(io.BytesIO(data))]
+    b = [(lm.line, lm.text, sorted((r.index, sorted(g.items())) for r, g in lm.matches)) for lm in slow.scan(io.BytesIO(data))]
+    assert a == b and len(a) > 100
 
 
 @pytest.mark.skipif(FIND is _bytes_find, reason="no libc memmem here: the gate passes stay on one thread")
@@ -159,7 +204,7 @@ def test_threaded_gate_passes_find_what_one_thread_finds(monkeypatch):
     data = b"".join(p if p.endswith(b"\n") else p + b"\n" for p in parts) * 3
     assert len(data) > 2 * M.PARALLEL_MIN // 4
     monkeypatch.setattr(M, "PARALLEL_MIN", 64 << 10)
-    m = Matcher(catalog.failures())
+    m = Matcher(catalog.failures(), multi=False)  # the threads split the memmem passes only
 
     def run(threads: str):
         monkeypatch.setenv("DDPDOCTOR_SCAN_THREADS", threads)
