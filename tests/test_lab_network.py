@@ -158,7 +158,8 @@ def test_worker_own_hostname_not_resolvable(lab):
     # interface variable cannot fix it: the fix is the hosts line, and ddpdoctor offers no env.
     assert f["fix"]["env"] == {}
     hosts_line = [c for c in f["fix"]["commands"] if "/etc/hosts" in c][0]
-    assert hosts_line.startswith(f"echo '{lab.addr('node2')} node2'")
+    # the line appended (after a newline, so a last line without one is not swallowed: issue 25)
+    assert f"'{lab.addr('node2')} node2'" in hosts_line and "tee -a /etc/hosts" in hosts_line, hosts_line
     res = job(lab, env_per_node={"node2": {"GLOO_SOCKET_IFNAME": "eth0"}})
     assert not res.ok and "gaierror" in res.output["node2"]
     lab.set_hosts("node2", {"node1": lab.addr("node1"), "node2": lab.addr("node2")})
