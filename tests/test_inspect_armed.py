@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ddpdoctor.checks import inspect as J
+from ddpdoctor.checks import inspect_armed as J
 from ddpdoctor.facts.inspect import FlightRecorderView, InspectContext, WatchdogView
 from ddpdoctor.inspect import armed
 from ddpdoctor.model import Severity
