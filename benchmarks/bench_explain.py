@@ -3,6 +3,7 @@
     python benchmarks/bench_explain.py                # real corpus (dev, held-out) + tests/logs + 200 MB throughput
     python benchmarks/bench_explain.py --size-mb 50   # a smaller throughput log
     python benchmarks/bench_explain.py --no-throughput -v
+    python benchmarks/bench_explain.py --no-throughput --batch 5   # one collection batch of the real corpus alone
 
 Accuracy: every log under tests/logs/<FAILURE_ID>/ should have that id as its top diagnosis
 (top-1) or among the first three (top-3); logs under tests/logs/none/ should get no diagnosis.
@@ -136,7 +137,7 @@ def _score(rec: dict, ids: list[str], unknown: bool, known: set[str]) -> tuple[b
     return ok1, ok3, alt
 
 
-def real_accuracy(verbose: bool) -> dict:
+def real_accuracy(verbose: bool, batch: int | None = None) -> dict:
     from ddpdoctor import catalog
     from ddpdoctor.logscan.render import LOW, SHOW_FULL
     known = set(catalog.failures())
@@ -146,6 +147,8 @@ def real_accuracy(verbose: bool) -> dict:
     out: dict = {}
     misses = []
     for rec in real_corpus():
+        if batch is not None and rec.get("batch", 1) != batch:   # --batch: score one collection batch alone
+            continue
         path = CORPUS / rec["file"]
         data = path.read_bytes()
         import io
@@ -292,8 +295,12 @@ def main() -> int:
     ap.add_argument("-v", "--verbose", action="count", default=0,
                     help="list the dev logs that miss top-1 with a named answer (-vv: also the unanswered ones)")
     ap.add_argument("--per-project", action="store_true", help="real-corpus scores per source project")
+    ap.add_argument("--batch", type=int, metavar="N",
+                    help="score only the real-corpus logs of collection batch N (manifest 'batch'; batch 1 has none)")
     a = ap.parse_args()
-    print_real(real_accuracy(a.verbose), a.per_project)
+    if a.batch is not None:
+        print(f"real corpus restricted to collection batch {a.batch}")
+    print_real(real_accuracy(a.verbose, a.batch), a.per_project)
     acc = accuracy(a.verbose)
     t = acc["total"]
     print(f"tuned-on corpus (tests/logs): {t['logs']} failure logs covering {acc['failure_ids']} failure ids, {acc['clean_logs']} clean logs")
