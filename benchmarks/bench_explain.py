@@ -3,7 +3,8 @@
     python benchmarks/bench_explain.py                # real corpus (dev, held-out) + tests/logs + 200 MB throughput
     python benchmarks/bench_explain.py --size-mb 50   # a smaller throughput log
     python benchmarks/bench_explain.py --no-throughput -v
-    python benchmarks/bench_explain.py --no-throughput --batch 5   # one collection batch of the real corpus alone
+    python benchmarks/bench_explain.py --no-throughput --collected 2026-11-26   # also one collection alone
+    python benchmarks/bench_explain.py --no-throughput --batch 6   # only the real-corpus logs of batch 6
 
 Accuracy: every log under tests/logs/<FAILURE_ID>/ should have that id as its top diagnosis
 (top-1) or among the first three (top-3); logs under tests/logs/none/ should get no diagnosis.
@@ -137,7 +138,7 @@ def _score(rec: dict, ids: list[str], unknown: bool, known: set[str]) -> tuple[b
     return ok1, ok3, alt
 
 
-def real_accuracy(verbose: bool, batch: int | None = None) -> dict:
+def real_accuracy(verbose: bool, collected: str | None = None, batch: int | None = None) -> dict:
     from ddpdoctor import catalog
     from ddpdoctor.logscan.render import LOW, SHOW_FULL
     known = set(catalog.failures())
@@ -161,6 +162,8 @@ def real_accuracy(verbose: bool, batch: int | None = None) -> dict:
         keys = [rec["split"], f"{rec['split']}:{rec['project']}"]
         if rec.get("batch", 1) > 1:   # threads collected after the first freeze (manifest "batch")
             keys.append(f"{rec['split']}@batch{rec['batch']}")
+        if collected and rec["collected"] == collected:   # one collection alone (--collected DATE)
+            keys.append(f"{rec['split']}@collected {collected}")
         for key in keys:
             c = out.setdefault(key, {"logs": 0, "top1": 0, "top3": 0, "alt1": 0, "b_top1": 0, "b_top3": 0,
                                      "abstain": 0, "named_top1": 0, "b_named_top1": 0, "confident_wrong": 0})
@@ -193,14 +196,15 @@ def print_real(acc: dict, per_project: bool) -> None:
     if not acc:
         print("real corpus: none (tests/corpus/manifest.jsonl missing)")
         return
-    splits = ["heldout"] + sorted(k for k in acc if k.startswith("heldout@")) + ["dev"]
+    splits = (["heldout"] + sorted(k for k in acc if k.startswith("heldout@")) + ["dev"]
+              + sorted(k for k in acc if k.startswith("dev@collected")))
     for split in splits:
         c = acc.get(split)
         if not c:
             continue
         tag = ("HELD-OUT (counts)" if split == "heldout" else
                f"HELD-OUT {split.split('@')[1]} (threads new since the first freeze)" if split.startswith("heldout@")
-               else "dev (tuned on)")
+               else f"dev {split.split('@')[1]} (tuned on)" if split.startswith("dev@") else "dev (tuned on)")
         print(f"real corpus {tag}: {c['logs']} logs, {c['abstain']} of them UNKNOWN or a mode the catalog "
               f"lacks (right = 'unknown')")
         print(f"  explain   top-1 {_pct(c['top1'], c['logs'])}   top-3 {_pct(c['top3'], c['logs'])}   "
@@ -295,12 +299,14 @@ def main() -> int:
     ap.add_argument("-v", "--verbose", action="count", default=0,
                     help="list the dev logs that miss top-1 with a named answer (-vv: also the unanswered ones)")
     ap.add_argument("--per-project", action="store_true", help="real-corpus scores per source project")
+    ap.add_argument("--collected", metavar="DATE", help="also score the corpus logs collected on DATE alone (YYYY-MM-DD)")
     ap.add_argument("--batch", type=int, metavar="N",
-                    help="score only the real-corpus logs of collection batch N (manifest 'batch'; batch 1 has none)")
+                    help="score only the real-corpus logs of collection batch N (manifest 'batch'; batch 1 has none): "
+                         "two collections made on one date are told apart by their batch")
     a = ap.parse_args()
     if a.batch is not None:
         print(f"real corpus restricted to collection batch {a.batch}")
-    print_real(real_accuracy(a.verbose, a.batch), a.per_project)
+    print_real(real_accuracy(a.verbose, a.collected, a.batch), a.per_project)
     acc = accuracy(a.verbose)
     t = acc["total"]
     print(f"tuned-on corpus (tests/logs): {t['logs']} failure logs covering {acc['failure_ids']} failure ids, {acc['clean_logs']} clean logs")

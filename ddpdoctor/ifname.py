@@ -68,4 +68,22 @@ def nccl_exact(names: Iterable[str]) -> str:
 
 
 def parse_gloo(spec: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in spec.split(",") if n.strip())
+    # torch splits the value with c10d::split (std::getline on ','): every piece is kept verbatim,
+    # spaces included, so "eth0, eth1" asks Gloo for an interface named " eth1" and process-group
+    # creation fails with "Unable to find address for:  eth1" (checked with torch 2.13, gloo device.cc).
+    return tuple(n for n in spec.split(",") if n)
+
+
+def spaced_names(spec: str) -> tuple[str, ...]:
+    """Names in a *_SOCKET_IFNAME list that carry whitespace. Neither NCCL (parseStringList keeps every
+    character but ',' and ':') nor torch's Gloo (c10d::split) trims them, so such a name selects nothing."""
+    body = spec.lstrip("^=") if spec[:1] in "^=" else spec
+    return tuple(n for n in body.split(",") if n.strip() and n != n.strip())
+
+
+def without_spaces(spec: str) -> str:
+    """The same list with the whitespace around each name removed (NCCL's `^`/`=` prefix and `:port` kept)."""
+    head = ""
+    while spec[:1] in ("^", "=") and spec:
+        head, spec = head + spec[0], spec[1:].lstrip()
+    return head + ",".join(p.strip() for p in spec.split(",") if p.strip())

@@ -33,6 +33,17 @@ def test_nccl_ignores_up_state_and_walks_ipv4_before_ipv6():
     assert pick.name == "eth0"
 
 
-def test_gloo_names_are_plain_and_comma_separated():
-    assert ifname.parse_gloo("eth0, eth1") == ("eth0", "eth1")
+def test_gloo_names_are_plain_and_comma_separated_with_spaces_kept_as_torch_keeps_them():
+    assert ifname.parse_gloo("eth0,eth1") == ("eth0", "eth1")
+    assert ifname.parse_gloo("eth0, eth1") == ("eth0", " eth1")  # c10d::split does not trim
+
+
+def test_spaced_names_and_their_fix_keep_nccl_prefixes_and_ports():
+    assert ifname.spaced_names("eth0, eth1") == (" eth1",)
+    assert ifname.spaced_names("eth0,eth1") == ()
+    assert ifname.spaced_names("^ lo, docker") == (" lo", " docker")
+    assert ifname.without_spaces("^ lo, docker") == "^lo,docker"
+    assert ifname.without_spaces("= eth0 ,ib0:1") == "=eth0,ib0:1"
+    eth0, eth1 = nic("eth0", ["198.18.0.2"]), nic("eth1", ["198.18.2.2"])
+    assert ifname.nccl_matches("eth0, eth1", [eth0, eth1]) == [eth0]  # NCCL drops " eth1"
     assert ifname.nccl_exact(["eth0"]) == "=eth0"

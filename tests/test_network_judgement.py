@@ -89,6 +89,17 @@ def test_nccl_ifname_typo_and_gloo_with_nccl_syntax():
     assert r["DD302"].findings[0].fix.env == {"GLOO_SOCKET_IFNAME": "eth0"}
 
 
+def test_spaces_in_an_ifname_list_are_kept_by_nccl_and_torch_so_the_name_selects_nothing():
+    r = run(facts(env={"NCCL_SOCKET_IFNAME": "eth0, eth1", "GLOO_SOCKET_IFNAME": "eth0, eth1"}), "DD301", "DD302")
+    (n,) = r["DD301"].findings
+    assert n.kind == "spaces" and n.severity is Severity.WARNING and "' eth1'" in n.message
+    assert n.fix.env == {"NCCL_SOCKET_IFNAME": "eth0,eth1"}
+    (g,) = r["DD302"].findings
+    assert g.kind == "spaces" and g.severity is Severity.ERROR and "Unable to find address for:  eth1" in g.message
+    assert g.fix.env == {"GLOO_SOCKET_IFNAME": "eth0,eth1"}
+    assert run(facts(env={"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"}), "DD301", "DD302")["DD302"].status is Status.PASS
+
+
 def test_gloo_ifname_missing_interface():
     r = run(facts(env={"GLOO_SOCKET_IFNAME": "eth9"}), "DD302")
     (f,) = r["DD302"].findings

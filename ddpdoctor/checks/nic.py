@@ -54,6 +54,13 @@ def nccl_ifname_valid(ctx):
         yield Finding(Severity.WARNING, f"NCCL_SOCKET_IFNAME={spec!r} is ignored by NCCL (one character or empty)",
                       fix=_route_fix(ctx, "set it to the interface that reaches the master, or unset it", "NCCL_SOCKET_IFNAME"), kind="ignored")
         return
+    spaced = ifname.spaced_names(spec)
+    if spaced:
+        yield Finding(Severity.WARNING, f"NCCL_SOCKET_IFNAME={spec!r}: NCCL keeps the spaces, so "
+                      f"{', '.join(repr(n) for n in spaced)} selects no interface",
+                      hint="NCCL's parseStringList splits on ',' only and keeps every other character",
+                      fix=Fix("remove the spaces", (), {"NCCL_SOCKET_IFNAME": ifname.without_spaces(spec)}),
+                      evidence={"value": spec, "spaced": list(spaced)}, kind="spaces")
     matched = ifname.nccl_matches(spec, ctx.nics)
     up = [n for n in matched if n.is_up]
     ev = {"value": spec, "matched": [n.name for n in matched], "up": [n.name for n in ctx.nics if n.is_up]}
@@ -95,6 +102,14 @@ def gloo_ifname_valid(ctx):
     if spec.startswith(("^", "=")) or not names:
         yield Finding(Severity.ERROR, f"GLOO_SOCKET_IFNAME={spec!r} uses NCCL's syntax; Gloo takes plain interface names"
                       if names else f"GLOO_SOCKET_IFNAME={spec!r} names no interface", fix=fix, evidence={"value": spec}, kind="nccl-syntax")
+        return
+    spaced = ifname.spaced_names(spec)
+    if spaced:
+        yield Finding(Severity.ERROR, f"GLOO_SOCKET_IFNAME={spec!r}: torch keeps the spaces, so Gloo looks for an "
+                      f"interface named {spaced[0]!r} and process-group creation fails "
+                      f"(\"Unable to find address for: {spaced[0]}\")",
+                      fix=Fix("remove the spaces", (), {"GLOO_SOCKET_IFNAME": ifname.without_spaces(spec)}),
+                      evidence={"value": spec, "spaced": list(spaced)}, kind="spaces")
         return
     for name in names:
         state = _nic_state(ctx, name)
