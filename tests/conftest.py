@@ -1,12 +1,14 @@
 """Shared pytest setup for ddpdoctor's tests.
 
-Three kinds of test, one marker each, assigned here (README "Tests", docs/lab.md):
+Four kinds of test, one marker each, assigned here (README "Tests", docs/lab.md):
 
     unit      in this process: no other process, no socket (facts -> findings, parsers, renderers).
               `pytest -m unit` is the fast suite.
     torchjob  real processes on this machine: torch jobs (smoke, inspect's jobs), the CLI as a
               subprocess, loopback listeners and resolvers. Files named `test_*_torchjob.py`, or a
               test marked `@pytest.mark.torchjob`.
+    gpu       a real NVIDIA GPU (NVML, NCCL, CUDA memory): files named `test_*_gpu.py`; they skip
+              with the reason where there is none (CI has none; run on a lent GPU machine).
     lab       network namespaces, iptables, a real Slurm: files named `test_*_lab.py`, and every
               test that uses the ``lab``/``make_lab`` fixtures (tests/lab.py, tests/slurmlab.py).
 
@@ -41,7 +43,7 @@ import lab as _labmod  # noqa: E402
 LAB_FIXTURES = ("lab", "make_lab")
 
 
-KINDS = ("unit", "torchjob", "lab")
+KINDS = ("unit", "torchjob", "lab", "gpu")
 
 
 def pytest_configure(config):
@@ -52,11 +54,14 @@ def pytest_configure(config):
     )
     config.addinivalue_line("markers", "torchjob: real processes on this machine (torch jobs, the CLI, loopback servers)")
     config.addinivalue_line("markers", "unit: in this process, no other process and no socket (the fast suite)")
+    config.addinivalue_line("markers", "gpu: needs a real NVIDIA GPU (files named test_*_gpu.py); skipped, with the reason, without one")
 
 
 def kind_of(item) -> str:
     """lab, torchjob or unit: by the test's fixtures, its file name, then its own marker."""
     by_name = _kind_by_file_name(os.path.basename(str(item.fspath)))
+    if by_name == "gpu" or item.get_closest_marker("gpu"):
+        return "gpu"
     if by_name == "lab" or any(f in getattr(item, "fixturenames", ()) for f in LAB_FIXTURES) or item.get_closest_marker("lab"):
         return "lab"
     if by_name == "torchjob" or item.get_closest_marker("torchjob"):
@@ -65,7 +70,8 @@ def kind_of(item) -> str:
 
 
 def _kind_by_file_name(name: str) -> str | None:
-    return "lab" if name.endswith("_lab.py") else "torchjob" if name.endswith("_torchjob.py") else None
+    return ("lab" if name.endswith("_lab.py") else "torchjob" if name.endswith("_torchjob.py")
+            else "gpu" if name.endswith("_gpu.py") else None)
 
 
 def pytest_ignore_collect(collection_path, config):

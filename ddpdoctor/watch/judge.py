@@ -87,6 +87,11 @@ class RankTrack:
         return len(ts) >= 2 and min(ts) <= now - span + 1.5 and max(ts) >= now - 2.5
 
 
+def _stopped(t: "RankTrack") -> bool:
+    tick = t.last_tick()
+    return bool(tick) and tick[4] in "Tt"
+
+
 def _wait_kind(w: Mapping[str, Any] | None) -> bool:
     return bool(w) and w.get("kind") in WAIT_KINDS
 
@@ -168,14 +173,17 @@ class Judge:
         still = {id(t): not t.moved(now, self.hang_s) for t in alive}
         waiting = [t for t in alive if still[id(t)] and _wait_kind(t.latest_where()) and t.stack_covers(now, self.hang_s)]
         gone = [t for t in self.ranks.values() if t.gone]
+        # Every rank stopped (state T) and still: nobody waits in a collective, yet nothing can move.
+        # The only way a one-rank job hangs visibly from outside (SIGSTOP, a debugger); seen on a GPU job.
+        all_stopped = all(still[id(t)] and _stopped(t) for t in alive)
         if self.hang is not None:
-            if not waiting:
+            if not waiting and not all_stopped:
                 ev = self._event("recovered", alive, now, detail=f"after a hang of {now - self.hang['_t']:.0f} s")
                 self.hang = None
                 return [ev]
             return []
         if not waiting:
-            return []
+            return [self._open_hang(now, alive, [], "stopped (state T: SIGSTOP or a debugger)")] if all_stopped else []
         moving = [t for t in alive if not still[id(t)]]
         if moving:
             # someone still runs: a hang only if the others have waited for very long (a busy loop)

@@ -1,0 +1,33 @@
+"""A one-GPU torchrun job for tests/test_device_gpu.py: holds GPU_JOB_GIB GiB on its GPU and loops on
+all_reduce (NCCL on a GPU, Gloo where there is none, so the script itself can be tried on CPU).
+Prints `step N` after each step; with GPU_JOB_DUMP set it writes torch's flight-recorder trace there
+after GPU_JOB_DUMP_AT steps, the bytes the watchdog writes on a timeout."""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+gpu = torch.cuda.is_available()
+dist.init_process_group("nccl" if gpu else "gloo")
+dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if gpu else torch.device("cpu")
+if gpu:
+    torch.cuda.set_device(dev)
+hold = torch.empty(int(float(os.environ.get("GPU_JOB_GIB", "1")) * 2**30), dtype=torch.uint8, device=dev)
+x = torch.ones(1 << 16, device=dev)
+dump, dump_at = os.environ.get("GPU_JOB_DUMP"), int(os.environ.get("GPU_JOB_DUMP_AT", "20"))
+step = 0
+while True:
+    dist.all_reduce(x)
+    if gpu:
+        torch.cuda.synchronize()
+    step += 1
+    print(f"step {step}", flush=True)
+    if dump and step == dump_at:
+        from torch._C._distributed_c10d import _dump_nccl_trace  # what the watchdog calls on a timeout
+        with open(dump + ".tmp", "wb") as f:
+            f.write(_dump_nccl_trace())
+        os.replace(dump + ".tmp", dump)
+        print("dumped", flush=True)
+    time.sleep(0.05)
