@@ -90,7 +90,7 @@ def _signature(where: str, t: dict, shared: dict[str, dict]) -> Signature:
     try:
         sig = Signature(pattern, float(t["weight"]), t.get("role", "cause"), t.get("example", base.get("example", "")),
                         t.get("note", ""), tuple(trigger) if isinstance(trigger, list) else trigger, name=t["name"],
-                        emitted=tuple(emitted))
+                        emitted=tuple(emitted), shared="use" in t)
     except ValueError as e:
         raise CatalogError(f"{where}: {e}") from None
     if sig.example and not sig.regex.search(sig.example):

@@ -90,6 +90,7 @@ class Signature:
     trigger: str | tuple[str, ...] = ""
     name: str = ""  # unique within its failure mode: the ranker's cross-line rules refer to it by name
     emitted: tuple[Emitted, ...] = ()  # the code that prints it, per release range (provenance)
+    shared: bool = False  # its pattern is one of catalog/shared.toml's: a line several modes print, never decisive
 
     def __post_init__(self):
         if self.role not in ROLES:
