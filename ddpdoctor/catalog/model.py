@@ -171,6 +171,10 @@ class FailureMode:
     related: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     origin: str = "reference"  # "reference" (shared/failure-catalog.md) or "ddpdoctor" (found while building it)
+    # The most confidence a log can give this mode: below 1 for a mode that names what happened but never why (a
+    # worker killed by SIGSEGV, a hung watchdog thread); `undecided` says what would decide (issue 23).
+    ceiling: float = 1.0
+    undecided: str = ""
 
     def __post_init__(self):
         if not FAILURE_ID_RE.match(self.id):
@@ -179,6 +183,8 @@ class FailureMode:
             raise ValueError(f"{self.id}: category {self.category!r} not in {CATEGORIES}")
         if self.kind not in (ROOT, CONSEQUENCE):
             raise ValueError(f"{self.id}: kind {self.kind!r}")
+        if not 0 < self.ceiling <= 1:
+            raise ValueError(f"{self.id}: ceiling {self.ceiling} out of (0, 1]")
 
 
 @dataclass(frozen=True)

@@ -84,11 +84,15 @@ def _related(a: FailureMode, b: FailureMode) -> bool:
 
 
 def _mark_ties(out: list[Diagnosis]) -> None:
-    # Unrelated modes within CLOSE: say the log does not decide, rather than let the order pretend it does.
-    for a, b in zip(out, out[1:]):
+    # Unrelated modes within CLOSE: say the log does not decide, rather than let the order pretend it does; and
+    # a log that does not decide between its first two answers gives neither with high confidence.
+    for i, (a, b) in enumerate(zip(out, out[1:])):
         if a.score - b.score <= CLOSE and not _related(a.failure, b.failure) and a.confidence >= 0.35:
             a.notes.append(f"about as likely as {b.failure.id}: this log does not decide between them; "
                            f"`ddpdoctor explain {b.failure.id}` says what would confirm it")
+            if i == 0:
+                for d in (a, b):
+                    d.confidence = min(d.confidence, UNDECIDED_MAX)
 
 
 def _undecided_note(fm: FailureMode) -> str:
@@ -223,6 +227,10 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
         notes.setdefault(fid, []).extend(caps.notes.get(fid, []))
         if clue_only:  # INFO lines alone only make a failure possible, never likely
             conf = min(conf, CLUE_ONLY_MAX)
+        if conf > fm.ceiling:  # a mode that says what happened, never why (catalog `ceiling`)
+            conf = fm.ceiling
+            notes.setdefault(fid, []).append(f"low confidence: this says what happened, not why; what would decide: "
+                                             f"{fm.undecided or 'the first error of the rank that failed first'}")
         out.append(Diagnosis(fm, conf, evs, notes.get(fid, []), clue_only=clue_only, score=conf))
     roots = [d for d in out if d.failure.kind != CONSEQUENCE and d.confidence >= 0.5 and not d.clue_only]
     if roots:
