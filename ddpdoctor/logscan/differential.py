@@ -235,9 +235,13 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
 
 
 _TRIED = re.compile(r"Tried to allocate " + _SIZE, re.I)
-_CAPACITY = re.compile(r"total capacity of " + _SIZE + r"|" + _SIZE + r" total capacity", re.I)
+# c10/cuda/CUDACachingAllocator.cpp's OOM message, by release: "(GPU 0; 11.17 GiB total capacity; ...; 317.11 MiB cached)"
+# (<= 1.3), "... reserved in total by PyTorch)" (1.4 - 2.0), "GPU 0 has a total capacty of ..." (2.1, misspelt),
+# "... total capacity of ... this process has ... memory in use" (2.2+).
+_CAPACITY = re.compile(r"total capaci?ty of " + _SIZE + r"|" + _SIZE + r" total capacity", re.I)
 _FREE = re.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free", re.I)
-_OWN = re.compile(r"this process has " + _SIZE + r" memory in use|" + _SIZE + r" reserved in total by PyTorch", re.I)
+_OWN = re.compile(r"this process has " + _SIZE + r" memory in use|" + _SIZE + r" reserved in total by PyTorch|"
+                  + _SIZE + r" already allocated; [^;)]{0,40}; [^;)]{0,40} cached\)", re.I)   # <= 1.3: allocated (+ cache)
 _OTHERS = re.compile(r"Process \d+ has " + _SIZE + r" memory in use", re.I)
 _GPU = re.compile(r"\bGPU (\d+)\b")
 
