@@ -143,3 +143,22 @@ def test_an_oom_message_printed_without_its_exception_class_is_still_an_oom():
     ex = explain(["- error: `CUDA out of memory. Tried to allocate 3.00 GiB. GPU 0 has a total capacity of 79.14 GiB of "
                   "which 2.09 GiB is free.`"])
     assert top(ex)[0] == "GPU_OUT_OF_MEMORY"
+
+
+def test_a_traceback_cut_where_set_device_raises_names_the_likely_ordinal_error_with_low_confidence():
+    tb = ["[rank6]: Traceback (most recent call last):",
+          '[rank6]:   File "/workspace/train.py", line 12, in <module>',
+          "[rank6]:     torch.cuda.set_device(local_rank)",
+          '[rank6]:   File "/workspace/pypacks/torch/cuda/__init__.py", line 399, in set_device']
+    ex = explain(tb)
+    d = ex.diagnoses[0]
+    assert d.failure.id == "NPROC_EXCEEDS_GPUS" and SHOW_FULL <= d.confidence < LOW
+    assert any("cut right where torch.cuda.set_device raises" in n and "nvidia-smi -L" in n for n in d.notes)
+    # with its error line the traceback is not cut: the line itself decides (and no "cut" note)
+    ex = explain(tb + ["[rank6]: RuntimeError: CUDA error: invalid device ordinal"])
+    assert not any("is cut" in n for d in ex.diagnoses for n in d.notes)
+
+
+def test_the_second_sentence_of_the_cuda_fork_error_alone_names_it():
+    ex = explain(["To use CUDA with multiprocessing, you must use the 'spawn' start method"])
+    assert top(ex)[0] == "CUDA_REINIT_IN_FORKED_SUBPROCESS" and top(ex)[1] >= LOW

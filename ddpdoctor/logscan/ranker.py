@@ -33,7 +33,7 @@ from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.matcher import split_origin
 from ddpdoctor.logscan.rules import cross_line_rules, explained_hits, lookup_warning_only, store_barrier_overfull
-from ddpdoctor.logscan.user_error import user_code_rule
+from ddpdoctor.logscan.user_error import cut_traceback_rule, user_code_rule
 
 MIN_CONFIDENCE = 0.2
 MAX_CONFIDENCE = 0.97
@@ -212,6 +212,7 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     store_barrier_overfull(col, add)
     root_rank = col.summary.get("rank")
     user_code_rule(col, add, int(root_rank) if root_rank is not None and str(root_rank).isdigit() else None)
+    cut_traceback_rule(col, add)
     caps = Caps()  # generic symptoms: their differential, and a low cap when the log does not decide
     differential(col, add, caps)
     lookup_warning_only(col, caps)
@@ -243,7 +244,8 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     for d in out:
         if d.confidence > UNDECIDED_MAX and d.failure.id not in decisive:
             d.confidence = UNDECIDED_MAX
-            d.notes.append(_undecided_note(d.failure))
+            if not any(n.startswith("low confidence") for n in d.notes):  # a rule may already say what decides
+                d.notes.append(_undecided_note(d.failure))
     out = [d for d in out if d.confidence >= MIN_CONFIDENCE]
     out.sort(key=lambda d: (-d.confidence, -d.score, d.failure.id))  # a neutral order; line order only among related modes, below
     # Among causes within CLOSE of each other, the earlier evidence goes first: the first specific error

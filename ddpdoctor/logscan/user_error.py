@@ -23,6 +23,7 @@ from ddpdoctor.logscan.evidence import Evidence
 
 KEEP = 8            # unexplained exceptions kept (the first ones: the first failure is the cause)
 NEAR = 200          # lines between the last frame of a traceback and its exception line
+KEEP_WRITERS = 64   # writers (host, rank) whose last frame is kept
 ID = "USER_CODE_EXCEPTION"
 
 # Installed code: site/dist-packages, the interpreter's lib, frozen modules, and the big frameworks' packages
@@ -68,9 +69,12 @@ class Tracker:
     _into_setup: set = field(default_factory=set)   # writers whose open traceback reached torch's set-up code
     stops: int = 0              # "Sending process N closing signal SIGTERM"
     stop_ev: Evidence | None = None
+    last_frame: dict[tuple, Frame] = field(default_factory=dict)   # writer -> last frame not yet followed by its error
 
     def frame(self, groups: dict, ev: Evidence) -> None:
         key = (ev.host, ev.rank)
+        if key in self.last_frame or len(self.last_frame) < KEEP_WRITERS:
+            self.last_frame[key] = Frame(groups.get("file", ""), groups.get("lineno", "?"), groups.get("func", "?"), ev)
         if key in self.open_tb and _SETUP.search(groups.get("file", "")):
             # the traceback went on into torch's device / process-group / spawn code: the distributed set-up
             # raised, not the job's code (a catalog mode's line was cut off with the traceback's end)
@@ -84,6 +88,7 @@ class Tracker:
 
     def exception(self, groups: dict, ev: Evidence, explained: bool) -> None:
         key = (ev.host, ev.rank)
+        self.last_frame.pop(key, None)
         frame = self._last_user.get(key)
         self.open_tb.pop(key, None)
         self._into_setup.discard(key)
@@ -137,3 +142,25 @@ def user_code_rule(col, add, root_rank: int | None = None) -> None:
         key, f = min(t.open_tb.items(), key=lambda kv: kv[1].ev.line)
         add(ID, 0.4, f"low confidence: {_who(f.ev)}'s traceback is cut before its exception line; its last frame in "
                      f"the job's code is {_where(f)}{stopped}. The traceback's last line decides", [f.ev])
+
+
+# A traceback cut after the frame that raised (a paste that stops there, a log tail): torch functions whose errors
+# are few enough that the raising call names the likely one. torch/cuda/__init__.py set_device raises
+# `invalid device ordinal` when the index is >= the GPUs this process sees (torch._C._cuda_setDevice).
+_CUT_AT = {("set_device", re.compile(r"[/\\]torch[/\\]cuda[/\\]__init__\.py$")): (
+    "NPROC_EXCEEDS_GPUS", "torch.cuda.set_device", "`invalid device ordinal`: a local rank >= the GPUs this process sees "
+    "(more processes per node than visible GPUs, or CUDA_VISIBLE_DEVICES narrower than --nproc_per_node)",
+    "the traceback's last line, `nvidia-smi -L` and `echo $CUDA_VISIBLE_DEVICES` against --nproc_per_node")}
+
+
+def cut_traceback_rule(col, add) -> None:
+    """A traceback that ends in a torch call whose usual error is known, without the error line: that error, with low
+    confidence and what would decide; only when no line of the log names a cause itself."""
+    if any(st.signature.role != CLUE and st.signature.weight >= 0.5 for st in col.sigs.values()):
+        return
+    for f in sorted(col.user.last_frame.values(), key=lambda f: f.ev.line):
+        for (func, path), (fid, call, usual, decide) in _CUT_AT.items():
+            if f.func == func and path.search(f.file):
+                add(fid, 0.4, f"low confidence: {_who(f.ev)}'s traceback is cut right where {call} raises "
+                              f"({_where(f)}); its usual error there is {usual}; what would decide: {decide}", [f.ev])
+                return
