@@ -162,3 +162,21 @@ def test_a_traceback_cut_where_set_device_raises_names_the_likely_ordinal_error_
 def test_the_second_sentence_of_the_cuda_fork_error_alone_names_it():
     ex = explain(["To use CUDA with multiprocessing, you must use the 'spawn' start method"])
     assert top(ex)[0] == "CUDA_REINIT_IN_FORKED_SUBPROCESS" and top(ex)[1] >= LOW
+
+
+def test_an_exception_line_with_the_next_records_glued_on_is_read_up_to_its_own_end():
+    # a paste that lost its newlines: the elastic agent's SIGTERM records follow the rank's exception on one line
+    ex = explain(["[rank2]: Traceback (most recent call last):",
+                  "[rank2]: RuntimeError: shape mismatch: value tensor of shape [3, 14325] cannot be broadcast to indexing "
+                  "result of shape [3, 9215] W0227 23:25:08.126000 227320 site-packages/torch/distributed/elastic/"
+                  "multiprocessing/api.py:897] Sending process 227444 closing signal SIGTERM"])
+    d = ex.diagnoses[0]
+    assert d.failure.id == "USER_CODE_EXCEPTION"
+    assert any("shape mismatch" in n and "SIGTERM" not in n.split("shape mismatch")[1][:120] for n in d.notes)
+
+
+def test_an_nccl_system_error_under_wsl_points_at_wsl_first_with_low_confidence():
+    ex = explain(["RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, unhandled system error, "
+                  "NCCL version 2.7.8", "PS: I am running it on WSL2"])
+    d = ex.diagnoses[0]
+    assert d.failure.id == "WSL_NCCL_UNSUPPORTED" and d.confidence < LOW

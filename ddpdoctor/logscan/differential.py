@@ -32,7 +32,9 @@ NCCL_GENERIC = (("NCCL_SYSTEM_ERROR", "NCCL_SYSTEM_ERROR"), ("NCCL_SYSTEM_ERROR"
                 ("NCCL_SYSTEM_ERROR", "ERROR"))
 OOM = (("GPU_OUT_OF_MEMORY", "ERROR_CUDA_OUT_OF_MEMORY"), ("GPU_OUT_OF_MEMORY", "CUDA_ERROR_OUT_OF_MEMORY"))
 ORDINAL = (("NPROC_EXCEEDS_GPUS", "CUDA_INVALID_ORDINAL"), ("NPROC_EXCEEDS_GPUS", "CUDA_RUNTIME_ERROR_101"))
-SIGNATURES_USED = NCCL_GENERIC + OOM + ORDINAL
+WSL_MARKERS = (("WSL_NCCL_UNSUPPORTED", "WSL_KERNEL"), ("WSL_NCCL_UNSUPPORTED", "WSL_LIB_PATH"),
+               ("WSL_NCCL_UNSUPPORTED", "WSL_MENTIONED"))
+SIGNATURES_USED = NCCL_GENERIC + OOM + ORDINAL + WSL_MARKERS
 
 INIT_SITES = {"init_process_group", "_new_process_group_helper", "barrier", "_store_based_barrier", "new_group",
               "_verify_param_shape_across_processes", "_sync_module_states", "_sync_params_and_buffers", "ddp"}
@@ -194,6 +196,10 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
                 "with: `ddpdoctor network` on both nodes, NCCL_SOCKET_IFNAME=<interface they share>", evs)
             add("NCCL_WRONG_INTERFACE_AUTOSELECTED", 0.25, "NCCL connected to a peer address that does not answer: "
                 "perhaps an interface the nodes do not share; decide with: NCCL_SOCKET_IFNAME=<iface> <rerun>", evs)
+    wsl = _hits(col, WSL_MARKERS)
+    if wsl:  # a platform where NCCL's shared-memory and P2P paths are limited: the likeliest system error there
+        add("WSL_NCCL_UNSUPPORTED", 0.45, f"the job runs under WSL ({wsl[0].text.strip()[:60]}){where}; decide with: "
+            "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 <rerun> (works => this), or the job on native Linux", [wsl[0], err])
     multi = len(ctx.hosts) >= 2
     facts = f"{len(ctx.hosts)} hosts in the log ({', '.join(sorted(ctx.hosts)[:3])})" if multi else ""
     small_shm = ctx.shm_bytes is not None and ctx.shm_bytes < 1 << 30

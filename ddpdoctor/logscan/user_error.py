@@ -41,6 +41,17 @@ _DIST_WORDS = re.compile(r"(?i)\bcuda\b|nccl|cudnn|cublas|\bc10d\b|gloo|socket|t
                          r"killed by signal|\b(?:LOCAL_)?RANK\b|WORLD_SIZE|MASTER_(?:ADDR|PORT)")
 
 
+# A paste that lost its newlines glues the next log records onto the exception line; a person reads each record
+# header as a new line: a glog header (torch's C++ and elastic logs: `W0227 23:25:08.126000 227320 `), a rank
+# prefix (`[rank3]:`, `[default0]:`).
+_NEXT_RECORD = re.compile(r"\s(?:[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{3,9} +\d+ |\[rank\d+\]:|\[[a-z]+\d+\]:)")
+
+
+def _own_record(msg: str) -> str:
+    m = _NEXT_RECORD.search(msg)
+    return msg[:m.start()] if m else msg
+
+
 def is_user_frame(path: str) -> bool:
     return path.endswith(".py") and not _LIBRARY.search(path)
 
@@ -94,7 +105,7 @@ class Tracker:
         self._into_setup.discard(key)
         if frame is not None and not 0 <= ev.line - frame.ev.line <= NEAR:
             frame = None
-        exc, msg = groups.get("exc", ""), (groups.get("msg") or "").strip()
+        exc, msg = groups.get("exc", ""), _own_record(groups.get("msg") or "").strip()
         if explained or len(self.raised) >= KEEP or _DIST_TYPES.search(exc) or _DIST_WORDS.search(msg + " " + exc):
             return
         self.raised.append(Raised(exc, msg, ev, frame))
