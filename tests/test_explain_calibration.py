@@ -180,3 +180,16 @@ def test_an_nccl_system_error_under_wsl_points_at_wsl_first_with_low_confidence(
                   "NCCL version 2.7.8", "PS: I am running it on WSL2"])
     d = ex.diagnoses[0]
     assert d.failure.id == "WSL_NCCL_UNSUPPORTED" and d.confidence < LOW
+
+
+def test_an_oom_line_that_does_not_say_whose_memory_filled_the_gpu_is_low_confidence():
+    d = explain(["RuntimeError: CUDA error: out of memory"]).diagnoses[0]
+    assert d.failure.id == "GPU_OUT_OF_MEMORY" and SHOW_FULL <= d.confidence < LOW
+    assert any("nvidia-smi" in n for n in d.notes)
+
+
+def test_an_allocation_larger_than_the_whole_gpu_decides_the_oom():
+    d = explain(["torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 154.84 GiB. GPU 0 has a total "
+                 "capacity of 23.69 GiB of which 13.97 GiB is free."]).diagnoses[0]
+    assert d.failure.id == "GPU_OUT_OF_MEMORY" and d.confidence >= LOW
+    assert any("cannot fit" in n for n in d.notes)

@@ -26,6 +26,7 @@ from ddpdoctor.logscan.evidence import Collector, Evidence
 
 DECIDED = 0.5      # a cause signature at least this strong decides the log: no differential
 UNDECIDED = 0.4    # the cap of a symptom whose causes the log does not decide (rendered "low confidence")
+UNDECIDED_OOM = 0.45  # an OOM is the likeliest reading of its own line, but below "low confidence" when undecided
 
 # Signatures (failure id, name) that are the generic symptoms; tests/test_catalog.py checks they exist.
 NCCL_GENERIC = (("NCCL_SYSTEM_ERROR", "NCCL_SYSTEM_ERROR"), ("NCCL_SYSTEM_ERROR", "NCCL_INTERNAL_ERROR"),
@@ -272,6 +273,11 @@ def _oom(col: Collector, ctx: Context, add, caps: Caps) -> None:
     site_ev = [site[1]] if site else []
     ranks = {e.rank for e in hits if e.rank is not None}
     on_gpu0 = [e for e in hits if e.rank and (m := _GPU.search(e.text)) and m.group(1) == "0"]
+    if tried and cap and tried >= cap:
+        caps.notes.setdefault("GPU_OUT_OF_MEMORY", []).append(
+            f"one allocation of {tried / 2**30:.1f} GiB is more than the GPU's {cap / 2**30:.1f} GiB: it cannot fit "
+            "whatever else holds memory (a tensor, batch or sequence too large)")
+        return
     if cap and own is not None and own >= 0.6 * cap:
         caps.notes.setdefault("GPU_OUT_OF_MEMORY", []).append(
             f"this process itself holds {own / 2**30:.1f} of {cap / 2**30:.1f} GiB: the model, batch or activations "
@@ -301,9 +307,10 @@ def _oom(col: Collector, ctx: Context, add, caps: Caps) -> None:
     if len(ranks) >= 2 or tried and cap and tried < 0.02 * cap:
         add("GPU0_EXTRA_MEMORY", 0.15, "a distributed job ran out of memory: if rank 0's GPU is fuller than the "
             "others, ranks also allocate on GPU 0; decide with: `nvidia-smi` during the run", [err])
-    caps.notes.setdefault("GPU_OUT_OF_MEMORY", []).append(
-        "what would decide between a too-large batch/model and memory held by other ranks: `nvidia-smi` during "
-        "the run (memory per GPU and which pids hold it)")
+    # the line does not say whose memory filled the GPU: the job's own (the usual case) or other ranks'/processes'
+    caps.set("GPU_OUT_OF_MEMORY", UNDECIDED_OOM, "low confidence: the line does not say whose memory filled the GPU; "
+             "what would decide between a too-large batch/model and memory held by other ranks: `nvidia-smi` during "
+             "the run (memory per GPU and which pids hold it), or torch >= 2.2's OOM line (`this process has ...`)")
 
 
 def _connect(col: Collector, ctx: Context, add) -> None:
