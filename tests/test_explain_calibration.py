@@ -193,3 +193,16 @@ def test_an_allocation_larger_than_the_whole_gpu_decides_the_oom():
                  "capacity of 23.69 GiB of which 13.97 GiB is free."]).diagnoses[0]
     assert d.failure.id == "GPU_OUT_OF_MEMORY" and d.confidence >= LOW
     assert any("cannot fit" in n for n in d.notes)
+
+
+def test_a_launcher_ssh_that_cannot_reach_a_node_is_the_launcher_not_a_firewall_guess():
+    ex = explain(["ssh: connect to host 175.24.121.148 port 22: No route to host",
+                  "subprocess.CalledProcessError: Command '['ssh 175.24.121.148 hostname -I']' returned non-zero exit "
+                  "status 255."])
+    assert top(ex)[0] == "LAUNCHER_SSH_UNREACHABLE" and top(ex)[1] >= LOW
+
+
+def test_ib_transport_retry_exceeded_does_not_decide_between_gid_and_fabric():
+    ex = explain(["PHLRR4036:24141:24296 [2] ib_plugin.c:978 NCCL WARN NET/IB : Got completion from peer "
+                  "10.226.98.98<48598> with error 12, opcode 0, len 0, vendor err 129"])
+    assert all(d.confidence < LOW for d in ex.diagnoses)
