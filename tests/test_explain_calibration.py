@@ -20,7 +20,11 @@ SIGSEGV_SUMMARY = ["  rank      : 0 (local_rank: 0)", "  exitcode  : -11 (pid: 6
                    "  traceback : Signal 11 (SIGSEGV) received by PID 6421"]
 STUCK = ("[rank2]:[E704 13:48:58.260494728 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank 2] "
          "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
-         "collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog")
+         "collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog, "
+         "and could be triggered by another thread holding the GIL inside a CUDA api (for example, CudaEventDestroy), or "
+         "other deadlock-prone behaviors.If you suspect the watchdog is not actually stuck and a longer timeout would "
+         "help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the "
+         "heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0).")
 
 
 def explain(lines):
