@@ -163,11 +163,6 @@ def test_a_traceback_cut_where_set_device_raises_names_the_likely_ordinal_error_
     assert not any("is cut" in n for d in ex.diagnoses for n in d.notes)
 
 
-def test_the_second_sentence_of_the_cuda_fork_error_alone_names_it():
-    ex = explain(["To use CUDA with multiprocessing, you must use the 'spawn' start method"])
-    assert top(ex)[0] == "CUDA_REINIT_IN_FORKED_SUBPROCESS" and top(ex)[1] >= LOW
-
-
 def test_an_exception_line_with_the_next_records_glued_on_is_read_up_to_its_own_end():
     # a paste that lost its newlines: the elastic agent's SIGTERM records follow the rank's exception on one line
     ex = explain(["[rank2]: Traceback (most recent call last):",
