@@ -103,6 +103,15 @@ def test_gates_are_rare_in_healthy_logs_because_every_gated_line_is_looked_at_ag
         assert hits <= max(3, len(lines) // 20), (gate, hits)
 
 
+def test_the_gate_words_fit_the_aho_corasick_prefilter():
+    # ahocorasick_rs (the Rust aho-corasick crate) keeps its SIMD (Teddy) prefilter for at most 64 patterns, none
+    # shorter than 4 bytes; one gate more made the gate pass 3-4x slower on bench_explain's log (issue 23). A new
+    # trigger should ride a shared word of GATES, or a new shared word should merge several triggers.
+    gates = default_matcher()._gate_list
+    assert len(gates) <= 64, len(gates)
+    assert min(len(g) for g in gates) >= 4
+
+
 def test_required_literal_prefers_runs_with_a_gate_word():
     pat = r"Timed out after \d+ seconds waiting for clients\. (?P<j>\d+)/\d+ clients joined"
     assert literal_runs(pat)[0] == "timed out after "

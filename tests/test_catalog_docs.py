@@ -21,10 +21,16 @@ def test_checks_folder_is_in_sync_with_the_code():
 
 def test_one_page_per_failure_mode_and_per_check_plus_an_index():
     want = set(pages.expected_pages())
-    assert "README.md" in want
+    assert {"README.md", "versions.md"} <= want
     assert {f"{i}.md" for i in catalog.failures()} <= want
     assert {f"{i}.md" for i in registry.load_all()} <= want
-    assert len(want) == 1 + len(catalog.failures()) + len(registry.load_all())
+    assert len(want) == 2 + len(catalog.failures()) + len(registry.load_all())
+
+
+def test_the_versions_page_lists_torch_templates_per_mode():
+    page = pages.versions_page()
+    assert "| [NCCL_COLLECTIVE_TIMEOUT](NCCL_COLLECTIVE_TIMEOUT.md) | NCCL_WATCHDOG | pytorch/pytorch |" in page
+    assert "NVIDIA/nccl" in page and "pytorch/gloo" in page
 
 
 @pytest.mark.torchjob

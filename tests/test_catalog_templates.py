@@ -1,8 +1,9 @@
 """Signatures are written from the code that prints the line, for every release it was printed in (issue 23 §1).
 
 A signature's `emitted` entries name the format string in the emitting code (NCCL's WARN()s, Gloo's
-GLOO_ERROR_MSG pieces) per range of releases, found with git across the release tags of NVIDIA/nccl and
-the history of pytorch/gloo. Each template is rendered here the way the code fills it (printf conversions
+GLOO_ERROR_MSG pieces, torch's c10d / elastic / spawn / CUDA allocator messages) per range of releases, found
+with git across the release tags of NVIDIA/nccl and the history of pytorch/gloo; torch's from stored versions of its
+files, the installed 2.13 wheel (its .py files, libtorch_cpu.so's strings) and user logs of older releases. Each template is rendered here the way the code fills it (printf conversions
 become the recorded values, or a plain value of their type) behind the prefix its macro writes; the
 signature must match every one, so a new wording that a signature misses fails here, not in a user's log.
 """
@@ -35,6 +36,20 @@ def test_templates_are_recorded_for_the_modes_issue_23_names():
     assert len(EMITTED) >= 25
 
 
+def test_torch_s_own_templates_are_recorded_for_the_modes_torch_prints():
+    """torch's c10d, elastic agent, spawn, rendezvous and CUDA allocator messages, in every wording found across
+    releases (issue 23 §1): each rendered and matched by the test below."""
+    torch = {fm.id for fm, _, e in EMITTED if e.source == "pytorch/pytorch"}
+    assert {"NCCL_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG_HUNG", "WORKER_NATIVE_CRASH", "HOST_OOM_SIGKILL",
+            "GPU_OUT_OF_MEMORY", "RDZV_ENDPOINT_UNREACHABLE", "MASTER_PORT_IN_USE", "DEFAULT_PG_NOT_INITIALIZED",
+            "STORE_BARRIER_WORKER_COUNT_MISMATCH", "SCRIPT_WITHOUT_LAUNCHER", "WINDOWS_LIBUV_UNSUPPORTED"} <= torch
+    # the wordings that changed between releases are each listed
+    templates = {e.template for _, _, e in EMITTED if e.source == "pytorch/pytorch"}
+    assert any("WorkNCCL(OpType=" in t for t in templates)        # torch <= 1.9: no SeqNum
+    assert any("total capacty of" in t for t in templates)        # torch 2.1's misspelling
+    assert any("timed out in blocking wait." in t for t in templates)
+
+
 @pytest.mark.parametrize("fm,sig,e", EMITTED, ids=lambda x: getattr(x, "id", None) or getattr(x, "name", None)
                          or getattr(x, "versions", "?"))
 def test_signature_matches_the_line_its_code_prints_in_every_release(fm, sig, e):
@@ -42,7 +57,7 @@ def test_signature_matches_the_line_its_code_prints_in_every_release(fm, sig, e)
     assert sig.regex.search(line), f"{fm.id}.{sig.name} misses {e.source} {e.versions}: {line!r}"
     assert any(t in line.lower() for t in sig.triggers), (fm.id, sig.name, line)
     assert e.source in ("NVIDIA/nccl", "pytorch/gloo", "pytorch/pytorch", "deepspeedai/DeepSpeed",
-                        "python/cpython", "torvalds/linux") and e.file and e.versions
+                        "python/cpython", "torvalds/linux", "openssh/openssh-portable") and e.file and e.versions
 
 
 @pytest.mark.parametrize("fm,sig,e", [x for x in EMITTED if x[1].role == "cause"],

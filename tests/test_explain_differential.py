@@ -186,7 +186,7 @@ def test_a_weak_best_diagnosis_shows_two_weaker_alternatives_with_what_decides()
 
 
 def test_a_confident_diagnosis_shows_no_weaker_alternatives():
-    log = ["node1:214:392 [2] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9)"]
+    log = ["node1:214:392 [2] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9), error: No space left on device (28)"]
     text = render_text(explain(log + syserr_at_barrier()))
     assert "weaker alternative" not in text and "(low confidence)" not in text.split("\n\n")[1]
 
@@ -220,7 +220,10 @@ def test_a_reset_while_reading_the_store_points_at_the_store_host_having_exited(
 def test_a_specific_connect_signature_is_not_diluted_by_the_bare_connect_differential():
     ex = explain(["[W socket.cpp:601] [c10d] The client socket has failed to connect to [node1]:29400 "
                   "(errno: 111 - Connection refused)."])
-    assert ranked(ex) == [("RDZV_ENDPOINT_UNREACHABLE", 0.55)]
+    # one diagnosis, no list of bare-connect candidates; refused is what a wrong address, a store not started
+    # yet and a rejecting firewall all print, so it is named with low confidence (issue 23)
+    assert ranked(ex) == [("RDZV_ENDPOINT_UNREACHABLE", 0.45)]
+    assert any("what would decide" in n for n in ex.diagnoses[0].notes)
 
 
 def test_a_container_id_hostname_on_one_node_raises_dev_shm_and_drops_the_network():

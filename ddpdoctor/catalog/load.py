@@ -21,7 +21,7 @@ NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 _MODE_KEYS = {"id": str, "title": str, "category": str, "summary": str, "cause": str, "kind": str, "origin": str,
               "checks": list, "related": list, "sources": list, "confirm": str, "preflight": str, "fix": dict,
-              "signatures": list}
+              "signatures": list, "ceiling": (int, float), "undecided": str}
 _MODE_REQUIRED = ("id", "title", "category", "summary", "cause", "fix", "signatures")
 _FIX_KEYS = {"summary": str, "commands": list, "env": dict, "code": str}
 _SIG_KEYS = {"name": str, "pattern": str, "use": str, "weight": (int, float), "role": str, "example": str,
@@ -90,7 +90,7 @@ def _signature(where: str, t: dict, shared: dict[str, dict]) -> Signature:
     try:
         sig = Signature(pattern, float(t["weight"]), t.get("role", "cause"), t.get("example", base.get("example", "")),
                         t.get("note", ""), tuple(trigger) if isinstance(trigger, list) else trigger, name=t["name"],
-                        emitted=tuple(emitted))
+                        emitted=tuple(emitted), shared="use" in t)
     except ValueError as e:
         raise CatalogError(f"{where}: {e}") from None
     if sig.example and not sig.regex.search(sig.example):
@@ -124,7 +124,8 @@ def load_mode(path: Path, shared: dict[str, dict]) -> FailureMode:
             cause=data["cause"], fix=fix(f["summary"], *f.get("commands", ()), env=f.get("env"), code=f.get("code", "")),
             signatures=tuple(sigs), checks=tuple(data.get("checks", ())), confirm=data.get("confirm", ""),
             preflight=data.get("preflight", ""), kind=data.get("kind", "root"), related=tuple(data.get("related", ())),
-            sources=tuple(data.get("sources", ())), origin=data.get("origin", "reference"))
+            sources=tuple(data.get("sources", ())), origin=data.get("origin", "reference"),
+            ceiling=float(data.get("ceiling", 1.0)), undecided=data.get("undecided", ""))
     except ValueError as e:
         raise CatalogError(f"{path}: {e}") from None
 

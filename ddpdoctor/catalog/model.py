@@ -44,7 +44,11 @@ MIN_TRIGGER = 4
 GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", "invalid", "denied", "mismatch",
          "exitcode", "signal", "rendezvous", "rdzv", "route", "family", " : using ", "remote=[", "completion",
          "run_id", "group_rank", "nccl version", "      : ", "srcvalid+", "geforce", "duplicate gpu",
-         "set_device", "srun", "master", "unreachable")
+         "set_device", "srun", "master", "unreachable",
+         # issue 23: the Aho-Corasick gate pass stays fast (its SIMD prefilter) only up to 64 gate words; words
+         # shared by several rare triggers keep the count there (benchmarks/bench_explain.py measures it)
+         # (and never a 3-byte word: that defeats the prefilter too)
+         "no cuda", "cuda_visible_devices", "wsl2", "out of memory")
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class Signature:
     trigger: str | tuple[str, ...] = ""
     name: str = ""  # unique within its failure mode: the ranker's cross-line rules refer to it by name
     emitted: tuple[Emitted, ...] = ()  # the code that prints it, per release range (provenance)
+    shared: bool = False  # its pattern is one of catalog/shared.toml's: a line several modes print, never decisive
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -170,6 +175,10 @@ class FailureMode:
     related: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     origin: str = "reference"  # "reference" (shared/failure-catalog.md) or "ddpdoctor" (found while building it)
+    # The most confidence a log can give this mode: below 1 for a mode that names what happened but never why (a
+    # worker killed by SIGSEGV, a hung watchdog thread); `undecided` says what would decide (issue 23).
+    ceiling: float = 1.0
+    undecided: str = ""
 
     def __post_init__(self):
         if not FAILURE_ID_RE.match(self.id):
@@ -178,6 +187,8 @@ class FailureMode:
             raise ValueError(f"{self.id}: category {self.category!r} not in {CATEGORIES}")
         if self.kind not in (ROOT, CONSEQUENCE):
             raise ValueError(f"{self.id}: kind {self.kind!r}")
+        if not 0 < self.ceiling <= 1:
+            raise ValueError(f"{self.id}: ceiling {self.ceiling} out of (0, 1]")
 
 
 @dataclass(frozen=True)

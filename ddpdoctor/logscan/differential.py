@@ -26,13 +26,16 @@ from ddpdoctor.logscan.evidence import Collector, Evidence
 
 DECIDED = 0.5      # a cause signature at least this strong decides the log: no differential
 UNDECIDED = 0.4    # the cap of a symptom whose causes the log does not decide (rendered "low confidence")
+UNDECIDED_OOM = 0.45  # an OOM is the likeliest reading of its own line, but below "low confidence" when undecided
 
 # Signatures (failure id, name) that are the generic symptoms; tests/test_catalog.py checks they exist.
 NCCL_GENERIC = (("NCCL_SYSTEM_ERROR", "NCCL_SYSTEM_ERROR"), ("NCCL_SYSTEM_ERROR", "NCCL_INTERNAL_ERROR"),
                 ("NCCL_SYSTEM_ERROR", "ERROR"))
 OOM = (("GPU_OUT_OF_MEMORY", "ERROR_CUDA_OUT_OF_MEMORY"), ("GPU_OUT_OF_MEMORY", "CUDA_ERROR_OUT_OF_MEMORY"))
 ORDINAL = (("NPROC_EXCEEDS_GPUS", "CUDA_INVALID_ORDINAL"), ("NPROC_EXCEEDS_GPUS", "CUDA_RUNTIME_ERROR_101"))
-SIGNATURES_USED = NCCL_GENERIC + OOM + ORDINAL
+WSL_MARKERS = (("WSL_NCCL_UNSUPPORTED", "WSL_KERNEL"), ("WSL_NCCL_UNSUPPORTED", "WSL_LIB_PATH"),
+               ("WSL_NCCL_UNSUPPORTED", "WSL_MENTIONED"))
+SIGNATURES_USED = NCCL_GENERIC + OOM + ORDINAL + WSL_MARKERS
 
 INIT_SITES = {"init_process_group", "_new_process_group_helper", "barrier", "_store_based_barrier", "new_group",
               "_verify_param_shape_across_processes", "_sync_module_states", "_sync_params_and_buffers", "ddp"}
@@ -194,6 +197,10 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
                 "with: `ddpdoctor network` on both nodes, NCCL_SOCKET_IFNAME=<interface they share>", evs)
             add("NCCL_WRONG_INTERFACE_AUTOSELECTED", 0.25, "NCCL connected to a peer address that does not answer: "
                 "perhaps an interface the nodes do not share; decide with: NCCL_SOCKET_IFNAME=<iface> <rerun>", evs)
+    wsl = _hits(col, WSL_MARKERS)
+    if wsl:  # a platform where NCCL's shared-memory and P2P paths are limited: the likeliest system error there
+        add("WSL_NCCL_UNSUPPORTED", 0.45, f"the job runs under WSL ({wsl[0].text.strip()[:60]}){where}; decide with: "
+            "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 <rerun> (works => this), or the job on native Linux", [wsl[0], err])
     multi = len(ctx.hosts) >= 2
     facts = f"{len(ctx.hosts)} hosts in the log ({', '.join(sorted(ctx.hosts)[:3])})" if multi else ""
     small_shm = ctx.shm_bytes is not None and ctx.shm_bytes < 1 << 30
@@ -235,9 +242,13 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
 
 
 _TRIED = re.compile(r"Tried to allocate " + _SIZE, re.I)
-_CAPACITY = re.compile(r"total capacity of " + _SIZE + r"|" + _SIZE + r" total capacity", re.I)
+# c10/cuda/CUDACachingAllocator.cpp's OOM message, by release: "(GPU 0; 11.17 GiB total capacity; ...; 317.11 MiB cached)"
+# (<= 1.3), "... reserved in total by PyTorch)" (1.4 - 2.0), "GPU 0 has a total capacty of ..." (2.1, misspelt),
+# "... total capacity of ... this process has ... memory in use" (2.2+).
+_CAPACITY = re.compile(r"total capaci?ty of " + _SIZE + r"|" + _SIZE + r" total capacity", re.I)
 _FREE = re.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free", re.I)
-_OWN = re.compile(r"this process has " + _SIZE + r" memory in use|" + _SIZE + r" reserved in total by PyTorch", re.I)
+_OWN = re.compile(r"this process has " + _SIZE + r" memory in use|" + _SIZE + r" reserved in total by PyTorch|"
+                  + _SIZE + r" already allocated; [^;)]{0,40}; [^;)]{0,40} cached\)", re.I)   # <= 1.3: allocated (+ cache)
 _OTHERS = re.compile(r"Process \d+ has " + _SIZE + r" memory in use", re.I)
 _GPU = re.compile(r"\bGPU (\d+)\b")
 
@@ -262,6 +273,11 @@ def _oom(col: Collector, ctx: Context, add, caps: Caps) -> None:
     site_ev = [site[1]] if site else []
     ranks = {e.rank for e in hits if e.rank is not None}
     on_gpu0 = [e for e in hits if e.rank and (m := _GPU.search(e.text)) and m.group(1) == "0"]
+    if tried and cap and tried >= cap:
+        caps.notes.setdefault("GPU_OUT_OF_MEMORY", []).append(
+            f"one allocation of {tried / 2**30:.1f} GiB is more than the GPU's {cap / 2**30:.1f} GiB: it cannot fit "
+            "whatever else holds memory (a tensor, batch or sequence too large)")
+        return
     if cap and own is not None and own >= 0.6 * cap:
         caps.notes.setdefault("GPU_OUT_OF_MEMORY", []).append(
             f"this process itself holds {own / 2**30:.1f} of {cap / 2**30:.1f} GiB: the model, batch or activations "
@@ -291,9 +307,10 @@ def _oom(col: Collector, ctx: Context, add, caps: Caps) -> None:
     if len(ranks) >= 2 or tried and cap and tried < 0.02 * cap:
         add("GPU0_EXTRA_MEMORY", 0.15, "a distributed job ran out of memory: if rank 0's GPU is fuller than the "
             "others, ranks also allocate on GPU 0; decide with: `nvidia-smi` during the run", [err])
-    caps.notes.setdefault("GPU_OUT_OF_MEMORY", []).append(
-        "what would decide between a too-large batch/model and memory held by other ranks: `nvidia-smi` during "
-        "the run (memory per GPU and which pids hold it)")
+    # the line does not say whose memory filled the GPU: the job's own (the usual case) or other ranks'/processes'
+    caps.set("GPU_OUT_OF_MEMORY", UNDECIDED_OOM, "low confidence: the line does not say whose memory filled the GPU; "
+             "what would decide between a too-large batch/model and memory held by other ranks: `nvidia-smi` during "
+             "the run (memory per GPU and which pids hold it), or torch >= 2.2's OOM line (`this process has ...`)")
 
 
 def _connect(col: Collector, ctx: Context, add) -> None:

@@ -9,6 +9,12 @@ independent evidence (1 - prod(1 - w)), plus what the cross-line rules (rules.py
 * generic symptoms (NCCL system/internal error, CUDA OOM, invalid device ordinal) get a differential of
   specific causes from the rest of the log (differential.py); undecided, they stay the headline with a
   low confidence and a note saying what would decide;
+* calibration: a diagnosis is given with high confidence (LOW and up, see render.py) only when decisive
+  evidence backs it: a cause line of its own (role "cause", weight >= DECISIVE, not a pattern of
+  catalog/shared.toml, and not a line another mode explains as well, unless that mode's pattern is merely
+  broader), or a cross-line rule of that strength. A diagnosis built from shared lines only (a watchdog
+  timeout every hang ends in, a store connect timeout, `Connection refused`, an NCCL system error) is
+  capped at UNDECIDED_MAX: still named, but marked low confidence with what would decide it;
 * order: by confidence, except that of two related diagnoses (one lists the other, or one
   category) within 0.05 of each other the one with the earlier evidence goes first — the first
   specific error is usually the cause and what follows its consequence. Between unrelated modes
@@ -22,17 +28,19 @@ from dataclasses import dataclass, field, replace
 import re
 from typing import Iterable
 
-from ddpdoctor.catalog.model import CLUE, CONSEQUENCE, FailureMode
+from ddpdoctor.catalog.model import CAUSE, CLUE, CONSEQUENCE, FailureMode
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.matcher import split_origin
 from ddpdoctor.logscan.rules import cross_line_rules, explained_hits, lookup_warning_only, store_barrier_overfull
-from ddpdoctor.logscan.user_error import user_code_rule
+from ddpdoctor.logscan.user_error import cut_traceback_rule, user_code_rule
 
 MIN_CONFIDENCE = 0.2
 MAX_CONFIDENCE = 0.97
 CLUE_ONLY_MAX = 0.3
 CLOSE = 0.05
+DECISIVE = 0.5        # a cause line (or rule) at least this strong can decide a log on its own
+UNDECIDED_MAX = 0.45  # the most a diagnosis without decisive evidence gets: below render.LOW ("low confidence")
 
 
 @dataclass
@@ -43,6 +51,7 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)
     consequence_of: str | None = None
     clue_only: bool = False
+    score: float = 0.0    # the confidence before the calibration cap: orders diagnoses capped alike
 
     @property
     def first_line(self) -> int:
@@ -75,11 +84,22 @@ def _related(a: FailureMode, b: FailureMode) -> bool:
 
 
 def _mark_ties(out: list[Diagnosis]) -> None:
-    # Unrelated modes within CLOSE: say the log does not decide, rather than let the order pretend it does.
-    for a, b in zip(out, out[1:]):
-        if a.confidence - b.confidence <= CLOSE and not _related(a.failure, b.failure) and a.confidence >= 0.35:
+    # Unrelated modes within CLOSE: say the log does not decide, rather than let the order pretend it does; and
+    # a log that does not decide between its first two answers gives neither with high confidence.
+    for i, (a, b) in enumerate(zip(out, out[1:])):
+        if a.score - b.score <= CLOSE and not _related(a.failure, b.failure) and a.confidence >= 0.35:
             a.notes.append(f"about as likely as {b.failure.id}: this log does not decide between them; "
                            f"`ddpdoctor explain {b.failure.id}` says what would confirm it")
+            if i == 0:
+                for d in (a, b):
+                    d.confidence = min(d.confidence, UNDECIDED_MAX)
+
+
+def _undecided_note(fm: FailureMode) -> str:
+    decide = "its confirm step below" if fm.confirm else f"`ddpdoctor explain {fm.id}` (what confirms it)"
+    return ("low confidence: every line behind it is one that other failures print as well (a symptom or a "
+            f"consequence, not a line that names this cause); what would decide: {decide}, and the first error "
+            "of the rank that failed first")
 
 
 _STAMP = re.compile(r"\d+")
@@ -105,6 +125,48 @@ def _collapse(evs: list[Evidence]) -> list[Evidence]:
             names = sorted(str(w) for w in who if w is not None)
             also = f"the same line {n} times" + (f" (ranks/hosts {', '.join(names[:8])})" if len(names) > 1 else "")
             out[i] = replace(e, note=f"{e.note}; {also}" if e.note else also)
+    return out
+
+
+_BROADER: dict[int, dict[tuple[str, str], set[tuple[str, str]]]] = {}
+
+
+def _broader(catalog: dict[str, FailureMode]) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """Per signature (mode id, name): the other modes' signatures that are broader patterns for its line (they
+    match its example, it does not match theirs), as a plain name lookup failure is to a Kubernetes service
+    name's. A broader match on the same line leaves the narrower signature decisive; a peer's does not."""
+    key = id(catalog)
+    if key not in _BROADER:
+        sigs = [(fid, s) for fid, fm in catalog.items() for s in fm.signatures if s.role != CLUE]
+        out: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        for fid, s in sigs:
+            if s.role != CAUSE or not s.example:
+                continue
+            out[(fid, s.name)] = {(f2, s2.name) for f2, s2 in sigs if f2 != fid and s2.regex.search(s.example)
+                                  and not (s2.example and s.regex.search(s2.example))}
+        _BROADER.clear()
+        _BROADER[key] = out
+    return _BROADER[key]
+
+
+def _decisive(col: Collector, catalog: dict[str, FailureMode], explained: set) -> set[str]:
+    """The modes with a decisive line of their own (see the module's doc)."""
+    on_line: dict[int, list[tuple[str, str]]] = {}
+    live = [(k, st) for k, st in col.sigs.items() if k not in explained and st.signature.role != CLUE]
+    for (fid, _), st in live:
+        for e in st.first + ([st.last] if st.last else []):
+            on_line.setdefault(e.line, []).append((fid, st.signature.name))
+    broader = _broader(catalog)
+    out: set[str] = set()
+    for (fid, _), st in live:
+        s = st.signature
+        if s.role != CAUSE or s.weight < DECISIVE or s.shared or fid in out:
+            continue
+        wider = broader.get((fid, s.name), set())
+        for e in st.first + ([st.last] if st.last else []):
+            if all(f2 == fid or (f2, n2) in wider for f2, n2 in on_line.get(e.line, ())):
+                out.add(fid)
+                break
     return out
 
 
@@ -136,7 +198,11 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
             weights[fid].append(0.3)
             notes.setdefault(fid, []).extend(ns)
 
+    decisive = _decisive(col, catalog, explained)
+
     def add(fid: str, weight: float, note: str, evs: Iterable[Evidence] = ()) -> None:
+        if weight >= DECISIVE:
+            decisive.add(fid)
         weights.setdefault(fid, []).append(weight)
         roles.setdefault(fid, set()).add("rule")
         notes.setdefault(fid, []).append(note)
@@ -146,6 +212,7 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     store_barrier_overfull(col, add)
     root_rank = col.summary.get("rank")
     user_code_rule(col, add, int(root_rank) if root_rank is not None and str(root_rank).isdigit() else None)
+    cut_traceback_rule(col, add)
     caps = Caps()  # generic symptoms: their differential, and a low cap when the log does not decide
     differential(col, add, caps)
     lookup_warning_only(col, caps)
@@ -161,23 +228,33 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
         notes.setdefault(fid, []).extend(caps.notes.get(fid, []))
         if clue_only:  # INFO lines alone only make a failure possible, never likely
             conf = min(conf, CLUE_ONLY_MAX)
-        out.append(Diagnosis(fm, conf, evs, notes.get(fid, []), clue_only=clue_only))
+        if conf > fm.ceiling:  # a mode that says what happened, never why (catalog `ceiling`)
+            conf = fm.ceiling
+            notes.setdefault(fid, []).append(f"low confidence: this says what happened, not why; what would decide: "
+                                             f"{fm.undecided or 'the first error of the rank that failed first'}")
+        out.append(Diagnosis(fm, conf, evs, notes.get(fid, []), clue_only=clue_only, score=conf))
     roots = [d for d in out if d.failure.kind != CONSEQUENCE and d.confidence >= 0.5 and not d.clue_only]
     if roots:
         top = max(roots, key=lambda d: (d.confidence, -d.first_line))
         for d in out:
             if d.failure.kind == CONSEQUENCE:
                 d.confidence *= 0.6
+                d.score *= 0.6
                 d.consequence_of = top.failure.id
+    for d in out:
+        if d.confidence > UNDECIDED_MAX and d.failure.id not in decisive:
+            d.confidence = UNDECIDED_MAX
+            if not any(n.startswith("low confidence") for n in d.notes):  # a rule may already say what decides
+                d.notes.append(_undecided_note(d.failure))
     out = [d for d in out if d.confidence >= MIN_CONFIDENCE]
-    out.sort(key=lambda d: (-d.confidence, d.failure.id))  # a neutral order; line order only among related modes, below
+    out.sort(key=lambda d: (-d.confidence, -d.score, d.failure.id))  # a neutral order; line order only among related modes, below
     # Among causes within CLOSE of each other, the earlier evidence goes first: the first specific error
     # is usually the cause, and what follows it its fallout.
     for _ in range(len(out)):
         moved = False
         for i in range(len(out) - 1):
             a, b = out[i], out[i + 1]
-            if (a.failure.kind == b.failure.kind and a.confidence - b.confidence <= CLOSE
+            if (a.failure.kind == b.failure.kind and a.score - b.score <= CLOSE
                     and b.first_line < a.first_line and _related(a.failure, b.failure)):
                 out[i], out[i + 1] = b, a
                 moved = True

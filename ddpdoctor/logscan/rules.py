@@ -153,7 +153,7 @@ def cross_line_rules(col: Collector, add) -> None:
     for g, host, rank in wd:
         per_rank.setdefault((host, rank), set()).add((g.get("seq", ""), g.get("op", "")))
     if len(per_rank) >= 2 and all(len(v) == 1 for v in per_rank.values()) and None not in {r for _, r in per_rank}:
-        seqs = {seq for v in per_rank.values() for seq, _ in v}
+        seqs = {seq for v in per_rank.values() for seq, _ in v if seq}   # torch <= 1.9 printed no SeqNum
         ops = {op for v in per_rank.values() for _, op in v}
         evs = col.sig_evidence(["NCCL_COLLECTIVE_TIMEOUT"], "NCCL_WATCHDOG")
         if len(ops) >= 2:

@@ -23,6 +23,7 @@ from ddpdoctor.logscan.evidence import Evidence
 
 KEEP = 8            # unexplained exceptions kept (the first ones: the first failure is the cause)
 NEAR = 200          # lines between the last frame of a traceback and its exception line
+KEEP_WRITERS = 64   # writers (host, rank) whose last frame is kept
 ID = "USER_CODE_EXCEPTION"
 
 # Installed code: site/dist-packages, the interpreter's lib, frozen modules, and the big frameworks' packages
@@ -38,6 +39,17 @@ _DIST_TYPES = re.compile(r"(?:ChildFailedError|SignalException|Rendezvous\w*Erro
 _DIST_WORDS = re.compile(r"(?i)\bcuda\b|nccl|cudnn|cublas|\bc10d\b|gloo|socket|timed? ?out|out of memory|connection|"
                          r"store|rendezvous|process group|init_process_group|device-side assert|illegal memory|"
                          r"killed by signal|\b(?:LOCAL_)?RANK\b|WORLD_SIZE|MASTER_(?:ADDR|PORT)")
+
+
+# A paste that lost its newlines glues the next log records onto the exception line; a person reads each record
+# header as a new line: a glog header (torch's C++ and elastic logs: `W0227 23:25:08.126000 227320 `), a rank
+# prefix (`[rank3]:`, `[default0]:`).
+_NEXT_RECORD = re.compile(r"\s(?:[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{3,9} +\d+ |\[rank\d+\]:|\[[a-z]+\d+\]:)")
+
+
+def _own_record(msg: str) -> str:
+    m = _NEXT_RECORD.search(msg)
+    return msg[:m.start()] if m else msg
 
 
 def is_user_frame(path: str) -> bool:
@@ -68,9 +80,12 @@ class Tracker:
     _into_setup: set = field(default_factory=set)   # writers whose open traceback reached torch's set-up code
     stops: int = 0              # "Sending process N closing signal SIGTERM"
     stop_ev: Evidence | None = None
+    last_frame: dict[tuple, Frame] = field(default_factory=dict)   # writer -> last frame not yet followed by its error
 
     def frame(self, groups: dict, ev: Evidence) -> None:
         key = (ev.host, ev.rank)
+        if key in self.last_frame or len(self.last_frame) < KEEP_WRITERS:
+            self.last_frame[key] = Frame(groups.get("file", ""), groups.get("lineno", "?"), groups.get("func", "?"), ev)
         if key in self.open_tb and _SETUP.search(groups.get("file", "")):
             # the traceback went on into torch's device / process-group / spawn code: the distributed set-up
             # raised, not the job's code (a catalog mode's line was cut off with the traceback's end)
@@ -84,12 +99,13 @@ class Tracker:
 
     def exception(self, groups: dict, ev: Evidence, explained: bool) -> None:
         key = (ev.host, ev.rank)
+        self.last_frame.pop(key, None)
         frame = self._last_user.get(key)
         self.open_tb.pop(key, None)
         self._into_setup.discard(key)
         if frame is not None and not 0 <= ev.line - frame.ev.line <= NEAR:
             frame = None
-        exc, msg = groups.get("exc", ""), (groups.get("msg") or "").strip()
+        exc, msg = groups.get("exc", ""), _own_record(groups.get("msg") or "").strip()
         if explained or len(self.raised) >= KEEP or _DIST_TYPES.search(exc) or _DIST_WORDS.search(msg + " " + exc):
             return
         self.raised.append(Raised(exc, msg, ev, frame))
@@ -137,3 +153,25 @@ def user_code_rule(col, add, root_rank: int | None = None) -> None:
         key, f = min(t.open_tb.items(), key=lambda kv: kv[1].ev.line)
         add(ID, 0.4, f"low confidence: {_who(f.ev)}'s traceback is cut before its exception line; its last frame in "
                      f"the job's code is {_where(f)}{stopped}. The traceback's last line decides", [f.ev])
+
+
+# A traceback cut after the frame that raised (a paste that stops there, a log tail): torch functions whose errors
+# are few enough that the raising call names the likely one. torch/cuda/__init__.py set_device raises
+# `invalid device ordinal` when the index is >= the GPUs this process sees (torch._C._cuda_setDevice).
+_CUT_AT = {("set_device", re.compile(r"[/\\]torch[/\\]cuda[/\\]__init__\.py$")): (
+    "NPROC_EXCEEDS_GPUS", "torch.cuda.set_device", "`invalid device ordinal`: a local rank >= the GPUs this process sees "
+    "(more processes per node than visible GPUs, or CUDA_VISIBLE_DEVICES narrower than --nproc_per_node)",
+    "the traceback's last line, `nvidia-smi -L` and `echo $CUDA_VISIBLE_DEVICES` against --nproc_per_node")}
+
+
+def cut_traceback_rule(col, add) -> None:
+    """A traceback that ends in a torch call whose usual error is known, without the error line: that error, with low
+    confidence and what would decide; only when no line of the log names a cause itself."""
+    if any(st.signature.role != CLUE and st.signature.weight >= 0.5 for st in col.sigs.values()):
+        return
+    for f in sorted(col.user.last_frame.values(), key=lambda f: f.ev.line):
+        for (func, path), (fid, call, usual, decide) in _CUT_AT.items():
+            if f.func == func and path.search(f.file):
+                add(fid, 0.4, f"low confidence: {_who(f.ev)}'s traceback is cut right where {call} raises "
+                              f"({_where(f)}); its usual error there is {usual}; what would decide: {decide}", [f.ev])
+                return
