@@ -99,7 +99,7 @@ def test_watch_agrees_with_the_flight_recorder_on_the_rank_that_never_entered(tm
     p = explain("--fr", str(tmp_path))
     assert p.returncode == 0, p.stderr
     assert "10:00:20 hang: rank 2 on node3 (pid 4002) in user code" in p.stdout
-    assert ("✓ watch agrees with the flight recorder: the flight recorder: rank 2 never entered collective "
+    assert ("✓ watch agrees with the flight recorder: rank 2 never entered collective "
             "#4 all_reduce; watch named rank 2 at 10:00:20") in p.stdout, p.stdout
     j = json.loads(explain("--fr", str(tmp_path), "--json").stdout)
     (a,) = j["watch"]["agreement"]

@@ -68,7 +68,7 @@ def compare(events: list[dict], *, fr=None, watchdog=None, first_failure: dict |
     g = fr.first if fr is not None else None
     if g is not None and g.status in ("diverged", "mismatch"):
         culprit = set(g.not_entered) or (set(g.variants[-1].ranks) if len(g.variants) > 1 else set())
-        theirs = f"the flight recorder: {_rl(culprit)} never entered collective #{g.seq} {g.op}"
+        theirs = f"{_rl(culprit)} never entered collective #{g.seq} {g.op}"
         if culprit and said:
             out.append({"with": "flight recorder", "verdict": _by_ranks(origin(hang), culprit),
                         "text": f"{theirs}; {said}", "ranks": sorted(culprit), "watch_ranks": sorted(origin(hang))})
@@ -78,7 +78,7 @@ def compare(events: list[dict], *, fr=None, watchdog=None, first_failure: dict |
     w = next((x for x in (watchdog.groups if watchdog is not None else ()) if x.origin and x.pg == "0"), None)
     if w is not None and said:
         out.append({"with": "NCCL watchdog lines", "verdict": _by_ranks(origin(hang), set(w.origin)),
-                    "text": f"the watchdog lines: {_rl(w.origin)} never entered work #{w.stuck_seq}"
+                    "text": f"{_rl(w.origin)} never entered work #{w.stuck_seq}"
                             f"{' ' + w.op if w.op else ''}; {said}",
                     "ranks": sorted(w.origin), "watch_ranks": sorted(origin(hang))})
     gone = first_gone(events)

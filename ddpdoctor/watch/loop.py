@@ -6,7 +6,6 @@ straggler or failed rank; 1 one of those happened.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -100,16 +99,3 @@ def run(source, emit: Callable[[dict[str, Any]], None], *, deadline: float | Non
     out({**judge.summary(now), "end": end})
     return exit_code(judge.counts, gone_bad)
 
-
-def load_events(path: str) -> list[dict[str, Any]]:
-    """Events a watch appended to an armed directory (for `explain`): JSON lines, bad lines skipped."""
-    out = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for ln in f:
-            try:
-                e = json.loads(ln)
-            except ValueError:
-                continue
-            if isinstance(e, dict) and isinstance(e.get("kind"), str):
-                out.append(e)
-    return out
