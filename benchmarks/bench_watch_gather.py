@@ -31,6 +31,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lab import Lab  # noqa: E402
 from slurmlab import DD, REPO_ROOT, SlurmLab  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_inspect_gather import sleeping_job  # noqa: E402
+
 RANK = ('export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=node1 '
         'MASTER_PORT=29510; exec "$0" -c "import time; print(\'ready\', flush=True); time.sleep(900)"')
 HZ = os.sysconf("SC_CLK_TCK")
@@ -77,16 +80,7 @@ def usage(pid: int) -> tuple[float, float, int, int]:
 def one(n: int, window: float) -> dict:
     names = [f"node{i}" for i in range(1, n + 1)]
     with Lab(("head", *names)) as lab, SlurmLab(lab, pid_ns=True) as slurm:
-        log = slurm.dir / "job.out"
-        with open(log, "w") as f:
-            job = lab.popen("head", ["srun", "-J", "bench", "-N", str(n), "--ntasks-per-node", "1", "sh", "-c", RANK,
-                                     sys.executable], env=slurm.env, stdout=f, stderr=subprocess.STDOUT)
-        end = time.monotonic() + 180
-        while log.read_text().count("ready") < n:
-            if time.monotonic() > end or job.poll() is not None:
-                raise SystemExit(f"job did not start on {n} nodes:\n{log.read_text()[-2000:]}")
-            time.sleep(0.3)
-        jobid = slurm.run(["squeue", "-h", "-o", "%i", "-n", "bench"], timeout=15).stdout.split()[0]
+        job, jobid = sleeping_job(lab, slurm, n, RANK, timeout=180)
         deadline = 25 + window + 40
         w = lab.popen("head", ["srun", "--jobid", jobid, "--overlap", "-N", str(n), "--ntasks-per-node", "1", *DD,
                                "watch", "--gather", "--json", "--deadline", str(deadline)],

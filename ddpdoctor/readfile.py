@@ -58,18 +58,22 @@ def read_prefix(path, limit: int) -> bytes:
     """The first `limit` bytes of regular file `path` (a log, where the head is enough)."""
     fd = _open_regular(path)
     try:
-        chunks, got = [], 0
-        while got < limit:
-            data = os.read(fd, min(1 << 20, limit - got))
-            if not data:
-                break
-            chunks.append(data)
-            got += len(data)
-        return b"".join(chunks)
+        return _read_upto(fd, limit)
     except BlockingIOError:
         raise OSError(errno.EAGAIN, "a read would wait (a special file, not a log or dump)") from None
     finally:
         os.close(fd)
+
+
+def _read_upto(fd: int, limit: int) -> bytes:
+    chunks, got = [], 0
+    while got < limit:
+        data = os.read(fd, min(1 << 20, limit - got))
+        if not data:
+            break
+        chunks.append(data)
+        got += len(data)
+    return b"".join(chunks)
 
 
 def open_stream(path):
@@ -104,14 +108,7 @@ def read_tail(path, limit: int) -> tuple[bytes, int]:
         size = os.fstat(fd).st_size
         if size > limit:
             os.lseek(fd, size - limit, os.SEEK_SET)
-        chunks, got = [], 0
-        while got < limit:
-            data = os.read(fd, min(1 << 20, limit - got))
-            if not data:
-                break
-            chunks.append(data)
-            got += len(data)
-        return b"".join(chunks), size
+        return _read_upto(fd, limit), size
     except BlockingIOError:
         raise OSError(errno.EAGAIN, "a read would wait (a special file, not a log or dump)") from None
     finally:
