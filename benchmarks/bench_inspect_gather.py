@@ -28,14 +28,14 @@ RANK = ('export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=0 LOCAL_W
         'MASTER_PORT=29510; exec "$0" -c "import time; print(\'ready\', flush=True); time.sleep(600)"')
 
 
-def sleeping_job(lab, slurm, n: int, rank: str = RANK, timeout: float = 120) -> tuple[subprocess.Popen, str]:
-    """`srun -N n` one sleeping "rank" per node; (the srun, the Slurm job id) once every rank is up."""
+def sleeping_job(lab, slurm, n: int, rank: str = RANK, timeout: float = 120, per_node: int = 1) -> tuple[subprocess.Popen, str]:
+    """`srun -N n` `per_node` sleeping "ranks" per node; (the srun, the Slurm job id) once every rank is up."""
     log = slurm.dir / "job.out"
     with open(log, "w") as f:
-        job = lab.popen("head", ["srun", "-J", "bench", "-N", str(n), "--ntasks-per-node", "1", "sh", "-c", rank,
-                                 sys.executable], env=slurm.env, stdout=f, stderr=subprocess.STDOUT)
+        job = lab.popen("head", ["srun", "-J", "bench", "-N", str(n), "--ntasks-per-node", str(per_node), "sh", "-c",
+                                 rank, sys.executable], env=slurm.env, stdout=f, stderr=subprocess.STDOUT)
     end = time.monotonic() + timeout
-    while log.read_text().count("ready") < n:
+    while log.read_text().count("ready") < n * per_node:
         if time.monotonic() > end or job.poll() is not None:
             raise SystemExit(f"job did not start on {n} nodes:\n{log.read_text()[-2000:]}")
         time.sleep(0.3)
