@@ -95,7 +95,7 @@ def usage(pid: int) -> tuple[float, float, int, int]:
 
 def one(n: int, window: float, per_node: int = 1) -> dict:
     names = [f"node{i}" for i in range(1, n + 1)]
-    with Lab(("head", *names)) as lab, SlurmLab(lab, pid_ns=True) as slurm:
+    with Lab(("head", *names)) as lab, SlurmLab(lab, pid_ns=True, cpus=per_node) as slurm:
         job, jobid = sleeping_job(lab, slurm, n, RANK, timeout=180, per_node=per_node)
         deadline = 25 + window + 40
         w = lab.popen("head", ["srun", "--jobid", jobid, "--overlap", "-N", str(n), "--ntasks-per-node", "1", *DD,
