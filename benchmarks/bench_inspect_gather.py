@@ -28,19 +28,24 @@ RANK = ('export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=0 LOCAL_W
         'MASTER_PORT=29510; exec "$0" -c "import time; print(\'ready\', flush=True); time.sleep(600)"')
 
 
+def sleeping_job(lab, slurm, n: int, rank: str = RANK, timeout: float = 120, per_node: int = 1) -> tuple[subprocess.Popen, str]:
+    """`srun -N n` `per_node` sleeping "ranks" per node; (the srun, the Slurm job id) once every rank is up."""
+    log = slurm.dir / "job.out"
+    with open(log, "w") as f:
+        job = lab.popen("head", ["srun", "-J", "bench", "-N", str(n), "--ntasks-per-node", str(per_node), "sh", "-c",
+                                 rank, sys.executable], env=slurm.env, stdout=f, stderr=subprocess.STDOUT)
+    end = time.monotonic() + timeout
+    while log.read_text().count("ready") < n * per_node:
+        if time.monotonic() > end or job.poll() is not None:
+            raise SystemExit(f"job did not start on {n} nodes:\n{log.read_text()[-2000:]}")
+        time.sleep(0.3)
+    return job, slurm.run(["squeue", "-h", "-o", "%i", "-n", "bench"], timeout=15).stdout.split()[0]
+
+
 def one(n: int, repeat: int) -> dict:
     names = [f"node{i}" for i in range(1, n + 1)]
     with Lab(("head", *names)) as lab, SlurmLab(lab, pid_ns=True) as slurm:
-        log = slurm.dir / "job.out"
-        with open(log, "w") as f:
-            job = lab.popen("head", ["srun", "-J", "bench", "-N", str(n), "--ntasks-per-node", "1", "sh", "-c", RANK,
-                                     sys.executable], env=slurm.env, stdout=f, stderr=subprocess.STDOUT)
-        end = time.monotonic() + 120
-        while log.read_text().count("ready") < n:
-            if time.monotonic() > end or job.poll() is not None:
-                raise SystemExit(f"job did not start on {n} nodes:\n{log.read_text()[-2000:]}")
-            time.sleep(0.3)
-        jobid = slurm.run(["squeue", "-h", "-o", "%i", "-n", "bench"], timeout=15).stdout.split()[0]
+        job, jobid = sleeping_job(lab, slurm, n)
         walls, reps = [], []
         for _ in range(repeat):
             t0 = time.perf_counter()

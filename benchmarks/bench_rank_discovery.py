@@ -1,5 +1,5 @@
 """What finding the ranks costs: probes/ranks.discover() (one /proc snapshot + identification) against the
-bare pass the old probes/jobprocs made (read every process's environ and stat), on this machine's /proc.
+bare pass the old rank finder (probes/jobprocs, gone) made (read every process's environ and stat), on this machine's /proc.
 
     python3 benchmarks/bench_rank_discovery.py [--runs 30]
 
@@ -36,7 +36,7 @@ def main() -> None:
     a = ap.parse_args()
     procs = len([d for d in os.listdir("/proc") if d.isdigit()])
     times = {}
-    for name, fn in (("environ+stat pass (old jobprocs)", bare), ("ranks.discover()", ranks.discover)):
+    for name, fn in (("environ+stat pass (old finder)", bare), ("ranks.discover()", ranks.discover)):
         ts = []
         for _ in range(a.runs):
             t0 = time.perf_counter()

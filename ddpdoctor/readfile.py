@@ -58,18 +58,22 @@ def read_prefix(path, limit: int) -> bytes:
     """The first `limit` bytes of regular file `path` (a log, where the head is enough)."""
     fd = _open_regular(path)
     try:
-        chunks, got = [], 0
-        while got < limit:
-            data = os.read(fd, min(1 << 20, limit - got))
-            if not data:
-                break
-            chunks.append(data)
-            got += len(data)
-        return b"".join(chunks)
+        return _read_upto(fd, limit)
     except BlockingIOError:
         raise OSError(errno.EAGAIN, "a read would wait (a special file, not a log or dump)") from None
     finally:
         os.close(fd)
+
+
+def _read_upto(fd: int, limit: int) -> bytes:
+    chunks, got = [], 0
+    while got < limit:
+        data = os.read(fd, min(1 << 20, limit - got))
+        if not data:
+            break
+        chunks.append(data)
+        got += len(data)
+    return b"".join(chunks)
 
 
 def open_stream(path):
@@ -93,3 +97,19 @@ def open_stream(path):
         if fd >= 0:
             os.close(fd)
         raise
+
+
+def read_tail(path, limit: int) -> tuple[bytes, int]:
+    """The last `limit` bytes of regular file `path` and the file's size (an append-only record, such as
+    watch's events, whose newest part is what matters); the caller drops the first, partial line when
+    size > limit."""
+    fd = _open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            os.lseek(fd, size - limit, os.SEEK_SET)
+        return _read_upto(fd, limit), size
+    except BlockingIOError:
+        raise OSError(errno.EAGAIN, "a read would wait (a special file, not a log or dump)") from None
+    finally:
+        os.close(fd)

@@ -38,11 +38,11 @@ def test_a_pid_that_is_no_job_is_one_line_and_exit_2():
 
 
 def test_events_written_by_a_watch_are_read_back_and_bad_lines_skipped(tmp_path):
+    from ddpdoctor.logscan.watchevents import load
     from ddpdoctor.render.watch import to_json
-    from ddpdoctor.watch.loop import load_events
     f = tmp_path / "watch-events.jsonl"
     e = {"kind": "hang", "ranks": [1], "hosts": ["n1"], "where": [], "detail": "stopped", "t": 1.0, "wall": 0.0,
          "_t": 1.0}
     f.write_text(to_json(e) + "\n{not json\n" + '"a string"\n')
-    (back,) = load_events(str(f))
+    (back,) = load(str(f)).events  # explain's reader (tests/test_explain_watch_events.py)
     assert back["kind"] == "hang" and back["time"] == "1970-01-01T00:00:00+00:00" and "_t" not in back

@@ -29,13 +29,21 @@ def slurm(make_lab):
     s.close()
 
 
-def test_gather_names_the_sleeping_rank_and_its_node_once(slurm, tmp_path: Path):
+# `srun -N2 torchrun ...`: each node's torchrun agent is the srun task and carries SLURM_PROCID; its worker
+# (RANK) is the rank (probes/ranks.py). Issue 22: a watch that took the agent for the rank judged torchrun's code.
+TORCHRUN = ('export OMP_NUM_THREADS=1; exec "$0" -m torch.distributed.run --nnodes=2 --nproc-per-node=1 '
+            '--node-rank=$SLURM_NODEID --master-addr=node1 --master-port=29512 "$@"')
+
+
+@pytest.mark.parametrize("launch", ["srun python", "srun torchrun"])
+def test_gather_names_the_sleeping_rank_and_its_node_once(slurm, tmp_path: Path, launch):
     fault = tmp_path / "fault"
     log = tmp_path / "job.log"
     env = {**slurm.env, "PYTHONPATH": str(REPO_ROOT), "FAULT_FILE": str(fault), "TRAIN_SECONDS": "150"}
+    wrap = WRAP if launch == "srun python" else TORCHRUN
     with open(log, "w") as f:
         p = slurm.lab.popen("head", ["srun", "-J", "watched", "-N", "2", "--ntasks-per-node", "1",
-                                     "sh", "-c", WRAP, DD[0], str(JOB)], env=env, stdout=f, stderr=subprocess.STDOUT)
+                                     "sh", "-c", wrap, DD[0], str(JOB)], env=env, stdout=f, stderr=subprocess.STDOUT)
     w = None
     try:
         end = time.monotonic() + 120
@@ -57,7 +65,8 @@ def test_gather_names_the_sleeping_rank_and_its_node_once(slurm, tmp_path: Path)
         hang = [e for e in events if e["kind"] == "hang"]
         assert len(hang) == 1, (events, err)  # one verdict for the job, printed by the first node only
         (e,) = hang
-        assert e["ranks"] == [1] and e["hosts"] == ["node2"] and "user code" in e["detail"]
+        assert e["ranks"] == [1] and e["hosts"] == ["node2"] and "user code" in e["detail"], e
+        assert "torch/distributed/run.py" not in json.dumps(e), e  # the worker, not torchrun's agent
         assert e["where"][0]["where"]["line"] == line_of("LINE_SLEEP")
         assert e["waiting"] == {"ranks": [0], "call": "all_reduce", "at": f"train.py:{line_of('LINE_ALLREDUCE')}"}
         assert [x["kind"] for x in events] == ["hang", "summary"], events  # nothing while healthy

@@ -7,6 +7,7 @@
     ... | ddpdoctor explain --log -                     the same from stdin
     ddpdoctor explain --log r0.log --log r1.log         several ranks' logs (watchdog lines judged together)
     ddpdoctor explain --fr DIR                          flight-recorder dumps: where the ranks diverge
+    ddpdoctor explain --watch-events FILE               what `watch` saw (also read beside --fr / --log)
     ddpdoctor explain --list                            every failure id
 
 Exit codes: 0 when it explained something (also when a log shows no known signature), 2 for bad
@@ -35,9 +36,12 @@ def check_page(chk) -> str:
 @click.option("--log", "log_paths", metavar="FILE", multiple=True,
               help="Explain a failed job's log ('-' reads stdin); repeat for several ranks' logs.")
 @click.option("--fr", "fr_path", metavar="DIR", help="Explain flight-recorder dumps (a directory or one file).")
+@click.option("--watch-events", "events_path", metavar="FILE",
+              help="Events `ddpdoctor watch` wrote (default: watch-events.jsonl beside --fr DIR or the first --log).")
 @click.option("--json", "json_out", is_flag=True, help="Print only JSON on stdout.")
 @click.option("--list", "list_all", is_flag=True, help="List the failure modes of the catalog.")
-def explain(what: str | None, log_paths: tuple, fr_path: str | None, json_out: bool, list_all: bool):
+def explain(what: str | None, log_paths: tuple, fr_path: str | None, events_path: str | None, json_out: bool,
+            list_all: bool):
     """Explain a failure mode, a check or a lint rule, or find the cause of a failure in a log.
 
     \b
@@ -49,10 +53,12 @@ def explain(what: str | None, log_paths: tuple, fr_path: str | None, json_out: b
     given = [x for x in (what is not None, bool(log_paths), fr_path is not None, list_all) if x]
     if len(given) > 1:
         raise BadInput("give one of: a failure id or check id, --log FILE, --fr DIR, or --list")
+    if events_path is not None and (what is not None or list_all):
+        raise BadInput("--watch-events goes alone or with --log / --fr")
     if list_all:
         _list(json_out)
     elif fr_path is not None:
-        _explain_fr(fr_path, json_out)
+        _explain_fr(fr_path, json_out, events_path)
     elif log_paths:
         if log_paths.count("-") > 1:
             raise BadInput("--log - (stdin) can be given once")
@@ -61,7 +67,8 @@ def explain(what: str | None, log_paths: tuple, fr_path: str | None, json_out: b
         done = [_explain_log(p, json_out, tap) for p, tap in zip(log_paths, taps)]
         from ddpdoctor.logscan import joint
         together = joint.judge([ex for _, _, ex in done])  # several logs: one conclusion over them
-        _explain_watchdog(taps, json_out, [doc for doc, _, _ in done], together)
+        _explain_watchdog(taps, json_out, [doc for doc, _, _ in done], together,
+                          [ex for _, _, ex in done], events_path, next((p for p in log_paths if p != "-"), None))
         damages = [damage for _, damage, _ in done if damage]
         for damage in damages:  # what was readable is above; the damage is still an input error
             click.echo(f"ddpdoctor: error: {damage}", err=True)
@@ -69,6 +76,12 @@ def explain(what: str | None, log_paths: tuple, fr_path: str | None, json_out: b
             sys.exit(2)
     elif what is not None:
         _explain_id(what, json_out)
+    elif events_path is not None:
+        sec = _watch(events_path, None)
+        if json_out:
+            _json({"schema": 1, "command": "explain", "watch": sec[0]})
+        else:
+            _echo(sec[1])
     else:
         raise BadInput("say what to explain: a failure id (FIREWALL_BLOCKS_PORTS), a check (DD303), "
                        "or --log FILE; --list lists failure ids")
@@ -149,7 +162,7 @@ def _list(json_out: bool) -> None:
     _echo("".join(f"{fm.id:<{width}}  {fm.category:<10} {fm.title}\n" for fm in fms))
 
 
-def _explain_fr(path: str, json_out: bool) -> None:
+def _explain_fr(path: str, json_out: bool, events_path: str | None = None) -> None:
     """--fr: flight-recorder dumps (ddpdoctor/flightrec); bad dumps are one line and exit 2."""
     from ddpdoctor import flightrec
     from ddpdoctor.flightrec import render as fr_render
@@ -167,13 +180,16 @@ def _explain_fr(path: str, json_out: bool) -> None:
     except flightrec.BadDump as e:
         raise BadInput(str(e)) from None
     verdict = flightrec.analyze(dumps, skipped)
+    sec = _watch(events_path, path, fr=verdict)
     if json_out:
-        _json({"schema": 1, "command": "explain", "flight_recorder": fr_render.to_dict(verdict)})
+        _json({"schema": 1, "command": "explain", "flight_recorder": fr_render.to_dict(verdict),
+               **({"watch": sec[0]} if sec else {})})
     else:
-        _echo(fr_render.divergence_text(verdict, path))
+        _echo(fr_render.divergence_text(verdict, path) + (sec[1] if sec else ""))
 
 
-def _explain_watchdog(taps, json_out: bool, docs: list, together=None) -> None:
+def _explain_watchdog(taps, json_out: bool, docs: list, together=None, exs=(), events_path=None,
+                      near=None) -> None:
     """After --log: the NCCL watchdog's per-rank progress lines, judged over every log given.
 
     Text: a section after the log's explanation. JSON: one object on stdout, the log's report with a
@@ -183,6 +199,9 @@ def _explain_watchdog(taps, json_out: bool, docs: list, together=None) -> None:
     from ddpdoctor.flightrec.watchdog import judge_taps
 
     view = judge_taps(taps)
+    first = next((ex.first_failure for ex in exs if ex.first_failure), None)
+    sec = _watch(events_path, near, watchdog=view, first_failure=first,
+                 diagnoses=next((ex.diagnoses for ex in exs if ex.diagnoses), []))
     if json_out:
         reports = [json.loads(d) for d in docs]
         obj = reports[0] if len(reports) == 1 else {"schema": 1, "command": "explain", "logs": reports}
@@ -190,6 +209,8 @@ def _explain_watchdog(taps, json_out: bool, docs: list, together=None) -> None:
             obj["watchdog"] = fr_render.to_dict(view)
         if together is not None:
             obj["joint"] = together.to_dict()
+        if sec:
+            obj["watch"] = sec[0]
         _json(obj)
         return
     if view.found:
@@ -197,6 +218,17 @@ def _explain_watchdog(taps, json_out: bool, docs: list, together=None) -> None:
     if together is not None:
         from ddpdoctor.logscan.joint import lines
         _echo("\n".join(lines(together)) + "\n")
+    if sec:
+        _echo(sec[1])
+
+
+def _watch(events_path, near, **facts):
+    """watch's events (logscan/watchevents.py), compared with this verdict: (JSON, text) or None."""
+    from ddpdoctor.logscan.watchevents import BadEvents, for_explain
+    try:
+        return for_explain(events_path, near, **facts)
+    except BadEvents as e:
+        raise BadInput(str(e)) from None
 
 
 def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str, object]:

@@ -77,10 +77,7 @@ def _local_source(pid, wait_s):
             return NodeView(pid)
         except NoJob as e:
             if time.monotonic() >= end:
-                if pid is not None and os.path.exists(f"/proc/{pid}") and os.geteuid() != 0:
-                    from ddpdoctor.probes.pyspy import PTRACE_HELP
-                    raise BadInput(f"{e} ({PTRACE_HELP})") from None
-                raise BadInput(str(e)) from None
+                raise BadInput(str(e)) from None  # inspect's pick_job words the ptrace case itself
             if pid is not None and not os.path.exists(f"/proc/{pid}"):
                 raise BadInput(f"--pid {pid}: no such process") from None
             time.sleep(0.5)

@@ -33,7 +33,12 @@ class InspectFacts:
 
 
 class NoJob(Exception):
-    """No torch.distributed job on this node (or not the one --pid names)."""
+    """No torch.distributed job on this node (or not the one --pid names). `reason` says which case, so that
+    `watch` (watch/ranks.py) can word it for its users from the same decision."""
+
+    def __init__(self, message: str, reason: str = "none"):
+        super().__init__(message)
+        self.reason = reason  # none | idle | pid_idle | pid_unreadable | pid_gone | pid_not_job
 
 
 def _job_of(job: ranks.Job, pid: int) -> bool:
@@ -51,18 +56,19 @@ def pick_job(disc: ranks.Discovery, pid: int | None, env=None) -> tuple[ranks.Jo
         for job in disc.jobs:
             if _job_of(job, pid):
                 if not job.ranks:
-                    raise NoJob(f"--pid {pid}: {job.notes[0] if job.notes else 'its job has no live rank'}")
+                    raise NoJob(f"--pid {pid}: {job.notes[0] if job.notes else 'its job has no live rank'}", "pid_idle")
                 return job, f"the job of pid {pid}"
         penv = proctable.read_environ(pid, keep=None)
         if penv is None:
             if os.path.exists(f"/proc/{pid}") and not can_ptrace_others():
-                raise NoJob(f"--pid {pid}: its environment is not readable: {pyspy.PTRACE_HELP}")
-            raise NoJob(f"--pid {pid}: no such process, or its environment is not readable")
-        raise NoJob(f"--pid {pid}: not a process of a torch.distributed job (no RANK/WORLD_SIZE in its environment)")
+                raise NoJob(f"--pid {pid}: its environment is not readable: {pyspy.PTRACE_HELP}", "pid_unreadable")
+            raise NoJob(f"--pid {pid}: no such process, or its environment is not readable", "pid_gone")
+        raise NoJob(f"--pid {pid}: not a process of a torch.distributed job (no RANK/WORLD_SIZE in its environment)",
+                    "pid_not_job")
     if not live:
         idle = [n for j in disc.jobs for n in j.notes[:1]]
         if idle:
-            raise NoJob(f"no rank of a torch.distributed job on this node: {idle[0]}")
+            raise NoJob(f"no rank of a torch.distributed job on this node: {idle[0]}", "idle")
         more = (f" ({disc.unreadable} processes' environments not readable: run as root or as the job's user)"
                 if disc.unreadable and not can_ptrace_others() else "")
         raise NoJob(f"no torch.distributed job on this node: no process has RANK/WORLD_SIZE in its environment{more}")

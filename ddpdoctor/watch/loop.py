@@ -6,12 +6,12 @@ straggler or failed rank; 1 one of those happened.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from typing import Any, Callable, Iterable
 
+from ddpdoctor.watch import frfeed
 from ddpdoctor.watch.judge import Judge
 
 TICK_S = 1.0
@@ -53,6 +53,7 @@ def run(source, emit: Callable[[dict[str, Any]], None], *, deadline: float | Non
     old = signal.signal(signal.SIGTERM, _on_term)
     gone_bad = False
     end = "job ended"
+    feed = frfeed.for_source(source)  # armed job: the flight recorder's dumps name the hang too
 
     def out(e):
         e = {**e, "wall": wall0 + (e["t"] - t0)}
@@ -72,6 +73,9 @@ def run(source, emit: Callable[[dict[str, Any]], None], *, deadline: float | Non
                 if e["kind"] == "rank_gone" and e.get("exit_status") not in (0, None):
                     gone_bad = True
                 out(e)
+            for e in frfeed.events(feed, now, obs):
+                gone_bad = True
+                out(e)
             if DEBUG and int(now - t0) % 5 == 0:
                 import sys
                 print({k[1]: {a: (round(b, 3) if isinstance(b, float) else b) for a, b in v.items()}
@@ -89,19 +93,9 @@ def run(source, emit: Callable[[dict[str, Any]], None], *, deadline: float | Non
         signal.signal(signal.SIGTERM, old)
         source.close()
     now = time.monotonic()
+    for e in frfeed.events(feed, now, final=True):  # dumps written as the job died
+        gone_bad = True
+        out(e)
     out({**judge.summary(now), "end": end})
     return exit_code(judge.counts, gone_bad)
 
-
-def load_events(path: str) -> list[dict[str, Any]]:
-    """Events a watch appended to an armed directory (for `explain`): JSON lines, bad lines skipped."""
-    out = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for ln in f:
-            try:
-                e = json.loads(ln)
-            except ValueError:
-                continue
-            if isinstance(e, dict) and isinstance(e.get("kind"), str):
-                out.append(e)
-    return out

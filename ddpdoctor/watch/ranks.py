@@ -1,63 +1,36 @@
-"""Which processes are the job's ranks: the one place `watch` asks (an adapter over probes/jobprocs.py).
+"""Which processes are the job's ranks, for `watch`: probes/ranks.py decides, inspect's pick_job chooses.
 
-`watch` needs, per rank: pid, rank, world size, local rank, the job it belongs to, its launcher's pid
-and the environment variables that say where an armed job writes. Everything else in watch/ reads
-`Rank` records from here, so the rank-finding module can change under it.
+No rank-finding of its own: probes/ranks.py (the one owner of "which process is a rank": srun -> torchrun,
+wrappers, mp.spawn, elastic generations) reads /proc, and inspect/sample.py's `pick_job` picks the job
+exactly as `inspect` does (--pid's job; else the Slurm allocation's; else the largest, the others named).
+Only the words a watch user reads for "--pid is not a job" are watch's own.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Mapping
 
-from ddpdoctor.probes import jobprocs
+from ddpdoctor.inspect import sample
+from ddpdoctor.probes import proctable
+from ddpdoctor.probes import ranks as probe
 
-
-@dataclass(frozen=True)
-class Rank:
-    pid: int
-    rank: int
-    world_size: int | None
-    local_rank: int | None
-    job: str
-    launcher: str
-    ppid: int
-    env: Mapping[str, str] = field(default_factory=dict)
+Rank = probe.Rank  # watch reads pid, rank, world_size, local_rank, job, launcher, ppid, env
 
 
 class NoJob(Exception):
     """No torch.distributed job here (or not the one --pid names): one line for the user."""
 
 
-def _ranks_only(found: list[jobprocs.RankProc]) -> list[jobprocs.RankProc]:
-    """Drop launchers that carry a rank variable themselves: `srun torchrun` gives torchrun's agent
-    SLURM_PROCID, but the ranks are the workers below it (they carry RANK)."""
-    below: set[int] = set()
-    for p in found:
-        below |= jobprocs.ancestors(p.ppid) if p.launcher == "torchrun" else set()
-    return [p for p in found if not (p.pid in below and p.launcher != "torchrun")]
-
-
-def find(pid: int | None = None, exclude: set[int] | frozenset = frozenset()) -> tuple[str, list[Rank], list[str]]:
-    """(job key, its ranks on this node, other jobs' keys). With `pid`: the job that process belongs to
-    (a rank, a rank's child, or the launcher above the ranks); else the job with most ranks here."""
-    disc = jobprocs.discover(exclude=set(exclude) | jobprocs.ancestors(os.getpid()))
-    jobs: dict[str, list[jobprocs.RankProc]] = {}
-    for r in _ranks_only(list(disc.ranks)):
-        jobs.setdefault(r.job, []).append(r)
-    if pid is not None:
-        key = next((k for k, procs in jobs.items() for r in procs
-                    if r.pid == pid or r.ppid == pid or pid in jobprocs.ancestors(r.pid)), None)
-        if key is None:
+def find(pid: int | None = None, exclude=frozenset()) -> tuple[str, list[Rank], list[str]]:
+    """(job key, its ranks on this node, the other jobs' keys): the job inspect would judge."""
+    disc = probe.discover(exclude=set(exclude) | proctable.ancestors(os.getpid()))
+    try:
+        job, _why = sample.pick_job(disc, pid)
+    except sample.NoJob as e:
+        if e.reason == "pid_not_job":
             raise NoJob(f"--pid {pid}: not a process of a running torch.distributed job "
-                        "(no rank below it or above it has RANK/WORLD_SIZE in its environment)")
-    elif jobs:
-        key = max(jobs, key=lambda k: len(jobs[k]))
-    else:
-        raise NoJob("no torch.distributed job on this node: no process has RANK/WORLD_SIZE in its environment")
-    procs = jobs[key]
-    return key, [Rank(p.pid, p.rank, p.world_size, p.local_rank, p.job, p.launcher, p.ppid, dict(p.env))
-                 for p in procs], sorted(k for k in jobs if k != key)
+                        "(no rank below it or above it has RANK/WORLD_SIZE in its environment)") from None
+        raise NoJob(str(e)) from None
+    return job.key, list(job.ranks), sorted(j.key for j in disc.jobs if j is not job)
 
 
 def children(pid: int) -> list[int]:
