@@ -69,16 +69,19 @@ class Job:
         return kids[0].pid
 
     def close(self) -> None:
-        for sig in (signal.SIGCONT, signal.SIGKILL):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                pass
-        try:
-            os.kill(self.worker(), signal.SIGKILL)  # torchrun starts its worker in a session of its own
-        except Exception:  # noqa: BLE001 - already gone with the agent
-            pass
+        import psutil
+        try:  # torchrun starts its worker in a session of its own: find it before the agent goes
+            tree = [self.proc.pid] + [c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)]
+        except psutil.Error:
+            tree = [self.proc.pid]
+        for pid in tree:
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
         self.proc.wait(timeout=30)
+        assert not [p for p in tree if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
 
 
 @pytest.fixture
@@ -179,3 +182,19 @@ def test_watch_names_a_stopped_nccl_rank(job):
     assert 0 in (hang.get("ranks") or [hang.get("rank")]), hang
     assert "stop" in json.dumps(hang).lower(), hang
     assert took <= 20, took
+
+
+def test_watch_reads_a_healthy_nccl_flight_recorder_dump_without_calling_it_a_hang(job, tmp_path):
+    dumps = tmp_path / "armed"
+    dumps.mkdir()
+    j = job(GPU_JOB_GIB=0.1, TORCH_NCCL_TRACE_BUFFER_SIZE=2000, TORCH_FR_DUMP_TEMP_FILE=dumps / "rank_",
+            GPU_JOB_DUMP=dumps / "rank_0", GPU_JOB_DUMP_AT=60)
+    j.wait_steps(5)
+    w = subprocess.run([sys.executable, "-m", "ddpdoctor", "watch", "--pid", str(j.proc.pid), "--json",
+                        "--deadline", "25", "--events", str(tmp_path / "events.jsonl")],
+                       capture_output=True, text=True, timeout=90)
+    assert (dumps / "rank_0").exists(), j.log.read_text()[-2000:]  # dumped while watch looked
+    events = [json.loads(x) for x in w.stdout.splitlines() if x.strip()]
+    assert events and events[-1]["kind"] == "summary", (w.stdout[-2000:], w.stderr[-2000:])
+    assert [e for e in events if e["kind"] == "hang"] == [], events  # every collective in it completed
+    assert w.returncode == 0, w.stderr[-2000:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from test_watch_judge import COMPUTE, Rank, play
 
+from ddpdoctor.render.watch import line
 from ddpdoctor.watch.judge import Judge
 
 
@@ -15,6 +16,7 @@ def test_a_one_rank_job_that_is_stopped_hangs_and_recovers_when_continued():
     assert [e["kind"] for e in events] == ["hang"]
     assert events[0]["ranks"] == [0] and events[0]["detail"].startswith("stopped")
     assert events[0]["t"] - 20 <= 15
+    assert "None" not in line({**events[0], "wall": 0.0}) and "no rank can move" in line({**events[0], "wall": 0.0})
     r0.state, r0.busy = "R", 0.8
     assert [e["kind"] for e in play(j, [r0], 10, start=40)] == ["recovered"]
 

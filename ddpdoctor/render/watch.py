@@ -45,7 +45,8 @@ def line(e: Mapping[str, Any]) -> str:
     if k == "hang":
         w = e.get("waiting") or {}
         rs = w.get("ranks", [])
-        waits = f"{_ranks(rs)} {'waits' if len(rs) == 1 else 'wait'} in {w.get('call')} at {w.get('at')}"
+        waits = (f"{_ranks(rs)} {'waits' if len(rs) == 1 else 'wait'} in {w.get('call')} at {w.get('at')}" if rs
+                 else "no rank can move")  # every rank stopped: nobody waits in a collective
         if not e["where"]:
             return f"{ts} hang: {waits}; origin {e['detail']}"
         at = "; ".join(_loc(x["where"]) for x in e["where"]) if e["where"][0]["where"] else ""

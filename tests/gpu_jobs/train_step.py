@@ -25,9 +25,9 @@ while True:
     step += 1
     print(f"step {step}", flush=True)
     if dump and step == dump_at:
-        from torch._C._distributed_c10d import _dump_nccl_trace  # what the watchdog calls on a timeout
+        import torch._C._distributed_c10d as c10d  # what the NCCL watchdog calls on a timeout; Gloo's recorder
         with open(dump + ".tmp", "wb") as f:
-            f.write(_dump_nccl_trace())
+            f.write(c10d._dump_nccl_trace() if gpu else c10d._dump_fr_trace())
         os.replace(dump + ".tmp", dump)
         print("dumped", flush=True)
     time.sleep(0.05)
