@@ -31,6 +31,7 @@ from typing import BinaryIO, Callable, Iterator
 
 from ddpdoctor.catalog.model import GATES, FailureMode, Signature
 from ddpdoctor.logscan.facts import FACTS, Fact
+from ddpdoctor.logscan.linear import LinePattern
 from ddpdoctor.logscan.reader import CHUNK, blocks
 
 MAX_TEXT = 2000     # characters of a line kept as evidence and searched by the regexes
@@ -66,7 +67,7 @@ class Rule:
     failure: FailureMode | None
     signature: Signature | None
     fact: Fact | None
-    regex: re.Pattern
+    regex: LinePattern  # re or RE2, the same answers, linear in the line (linear.py)
     triggers: tuple[bytes, ...]
 
 
@@ -129,9 +130,9 @@ class Matcher:
         rules: list[Rule] = []
         for fm in failures.values():
             for sig in fm.signatures:
-                rules.append(Rule(len(rules), fm, sig, None, sig.regex, _trigger_bytes(sig.triggers, sig.pattern)))
+                rules.append(Rule(len(rules), fm, sig, None, LinePattern(sig.regex), _trigger_bytes(sig.triggers, sig.pattern)))
         for fact in facts:
-            rules.append(Rule(len(rules), None, None, fact, re.compile(fact.pattern),
+            rules.append(Rule(len(rules), None, None, fact, LinePattern(fact.pattern),
                               _trigger_bytes(fact.triggers, fact.pattern)))
         self.rules = rules
         # gate word -> trigger -> rules. A trigger with no gate word in it becomes a gate of its own

@@ -1,0 +1,208 @@
+"""Search a catalog or fact pattern in one log line in time linear in the line.
+
+Python's `re` backtracks: `A[^\\n]*B` retries its scan from every A on a line with many A and no B after
+them, so a 2000-character line cost 20-47 ms per pattern (issue 21; tests/test_hostile_regex.py times every
+pattern). RE2 (google-re2, docs/dependencies.md) runs an automaton instead: linear in the line whatever the
+pattern. It has no look-around, so the few patterns with one stay on `re`. Of those, one that starts with a
+literal followed by `[^\\n]*` (or `.*`) is searched in two steps (`_lead`): the literal's first occurrence,
+then one match attempt there. Exact on a line without a newline: a match at a later occurrence q of the
+literal implies one at the first, p < q, as `[^\\n]*` can stretch from p over q to where the rest matched, and
+every match starts at an occurrence. The test proves every `re`-only pattern linear.
+
+Identical answers, whichever engine runs: RE2's Perl mode reports the leftmost-first match and its groups as
+a backtracking engine does. Where its classes differ from Python's they differ only outside ASCII (`\\d`, `\\w`,
+`\\b` are ASCII-only in RE2, Unicode in Python) and in `\\s`, which Python also gives \\v and \\x1c-\\x1f: so
+`\\s`/`\\S` are spelled out as Python's ASCII set, a pattern with a construct whose meaning could differ is
+left to `re` (`_to_re2`), and only an ASCII line without a line end ever goes to RE2 (`$` and `\\b` then mean
+the same in both). tests/test_linear_engine.py checks both engines agree on every corpus line and on
+mutated lines. Without the wheel (or with DDPDOCTOR_NO_RE2=1) every pattern runs on `re`: the same
+answers, quadratic time on hostile lines.
+
+A call into RE2 costs a few microseconds of binding however short the line, where `re` takes a fraction of
+one on a short line, so lines up to SHORT characters stay on `re`: on a line that short even a quadratic
+pattern costs less than the call (benchmarks/bench_explain.py --regex measures both).
+"""
+from __future__ import annotations
+
+import os
+import re
+
+try:  # the regex parser moved in 3.11; both expose the same parse() (as catalog/model.py reads it)
+    import re._constants as _sre  # type: ignore[import-not-found]
+    import re._parser as _sre_parse  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - Python < 3.11
+    import sre_constants as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+# Lines up to this many characters are searched with `re` (bounded: SHORT^2 steps at the very worst).
+SHORT = 96
+
+# Python's `\s` on ASCII (str.isspace): \t \n \v \f \r, \x1c-\x1f and the space. RE2's `\s` lacks \v and \x1c-\x1f.
+_SPACE = r"\t-\r\x1c-\x20"
+
+
+def _to_re2(pattern: str) -> str | None:
+    """`pattern` in RE2's syntax with the same meaning on ASCII text without a newline, or None when
+    it uses a construct whose meaning could differ (left to `re`)."""
+    if not pattern.isascii():
+        return None
+    out = []
+    i, n = 0, len(pattern)
+    in_class = class_start = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= n:
+                return None
+            e = pattern[i + 1]
+            i += 2
+            if e in "sS":
+                if in_class:
+                    if e == "S":
+                        return None  # a negated class inside a class: rare; leave it to re
+                    out.append(_SPACE)
+                else:
+                    out.append(f"[{_SPACE}]" if e == "s" else f"[^{_SPACE}]")
+            elif e == "Z" and not in_class:
+                out.append(r"\z")
+            elif e.isdigit() or (in_class and e == "b") or e in "NuU0":
+                return None  # backreferences, octal, \b as backspace, \N{...}, \u...: spell-outs differ
+            elif e.isalpha() and e not in "dDwWbBAtnrfv":
+                return None  # an escape RE2 may read otherwise (\z, \C, \Q, \p ...)
+            else:
+                out.append("\\" + e)
+            class_start = False
+            continue
+        if in_class:
+            if c == "[" and i + 1 < n and pattern[i + 1] in ":.=":
+                return None  # RE2 reads [:alpha:] as a POSIX class, Python as characters
+            if c == "]" and not class_start:
+                in_class = False
+            class_start = False
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            out.append(c)
+            i += 1
+            if i < n and pattern[i] == "^":
+                out.append("^")
+                i += 1
+            class_start = True  # a ']' right after '[' or '[^' is a character in both
+            continue
+        if c == "{" and pattern.startswith("{,", i):
+            return None  # Python: {0,n}; RE2: literal characters
+        if c == "(" and pattern.startswith("(?#", i):
+            return None  # a comment
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _engine():
+    """google-re2's compile and the UNANCHORED anchor, or None (missing, refused, or not the API we know)."""
+    if os.environ.get("DDPDOCTOR_NO_RE2"):
+        return None
+    try:
+        import re2
+        options = re2.Options()
+        options.log_errors = False  # a pattern RE2 refuses goes to re, silently
+        anchor = re2._Anchor.UNANCHORED
+        probe = re2.compile(r"a(?P<x>b+)c", options)._regexp
+        if (probe.Match(anchor, b"xxabbc", 0, 6) != [(2, 6), (3, 5)]
+                or probe.Match(anchor, b"xx", 0, 2)[0] != (-1, -1)):
+            return None
+    except Exception:  # noqa: BLE001 - missing, or a release whose internals moved: re gives the same answers
+        return None
+
+    def compile_(pattern: str):
+        try:
+            return re2.compile(pattern, options)._regexp
+        except re2.error:
+            return None
+    return compile_, anchor
+
+
+_ENGINE = _engine()
+
+
+def _lead(py: re.Pattern) -> re.Pattern | None:
+    """The literal `py` starts with, compiled with `py`'s flags, when a run of any characters but a newline
+    (`[^\\n]*`, `.*` without DOTALL, greedy or lazy) follows it; None otherwise."""
+    try:
+        parsed = list(_sre_parse.parse(py.pattern, py.flags & ~re.UNICODE))
+    except Exception:  # noqa: BLE001 - an internal parser that changed shape: plain search, same answers
+        return None
+    lead = []
+    for i, (op, arg) in enumerate(parsed):
+        if op == _sre.LITERAL:
+            lead.append(chr(arg))
+            continue
+        if not lead or op not in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) or arg[0] != 0 or arg[1] != _sre.MAXREPEAT:
+            return None
+        item = list(arg[2])
+        any_but_nl = item == [(_sre.NOT_LITERAL, 10)] or (item == [(_sre.ANY, None)] and not py.flags & re.DOTALL)
+        return re.compile(re.escape("".join(lead)), py.flags) if any_but_nl else None
+    return None
+
+
+class Hit:
+    """What the matcher reads of a match: groupdict(), start(), end()."""
+
+    __slots__ = ("_text", "_spans", "_names")
+
+    def __init__(self, text: str, spans, names: dict):
+        self._text, self._spans, self._names = text, spans, names
+
+    def start(self, group: int = 0) -> int:
+        return self._spans[group][0]
+
+    def end(self, group: int = 0) -> int:
+        return self._spans[group][1]
+
+    def span(self, group: int = 0) -> tuple[int, int]:
+        return tuple(self._spans[group])
+
+    def group(self, group: int | str = 0) -> str | None:
+        a, b = self._spans[self._names[group] if isinstance(group, str) else group]
+        return None if a < 0 else self._text[a:b]
+
+    def groupdict(self) -> dict:
+        text, spans = self._text, self._spans
+        return {name: (None if spans[i][0] < 0 else text[spans[i][0]:spans[i][1]]) for name, i in self._names.items()}
+
+
+class LinePattern:
+    """A compiled pattern searched in one line: `search(text)` -> a match (re.Match or Hit) or None."""
+
+    __slots__ = ("pattern", "py", "re2", "_names", "_anchor", "_lead")
+
+    def __init__(self, pattern: str | re.Pattern):
+        self.py = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
+        self.pattern = self.py.pattern
+        self._names = dict(self.py.groupindex)
+        self.re2 = None
+        if _ENGINE is not None and not self.py.flags & (re.VERBOSE | re.ASCII | re.LOCALE) and isinstance(self.pattern, str):
+            spelled = _to_re2(self.pattern)
+            compiled = _ENGINE[0](spelled) if spelled is not None else None
+            if compiled is not None and compiled.NumberOfCapturingGroups() == self.py.groups:
+                self.re2 = compiled
+                self._anchor = _ENGINE[1]
+        self._lead = _lead(self.py)  # also for a line RE2 does not take (not ASCII)
+
+    @property
+    def engine(self) -> str:
+        return "re2" if self.re2 is not None else "re, first literal" if self._lead is not None else "re"
+
+    def search(self, text: str):
+        if len(text) <= SHORT or "\n" in text:
+            return self.py.search(text)
+        if self.re2 is not None and text.isascii():
+            b = text.encode("ascii")
+            spans = self.re2.Match(self._anchor, b, 0, len(b))
+            return None if spans[0][0] < 0 else Hit(text, spans, self._names)
+        if self._lead is not None:
+            first = self._lead.search(text)
+            return None if first is None else self.py.match(text, first.start())
+        return self.py.search(text)
