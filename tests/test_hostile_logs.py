@@ -1,4 +1,5 @@
-"""Hostile logs for `explain --log` (issue 21): a FIFO nobody writes to, /dev/zero, a link to /proc/kmsg,
+"""Hostile logs for `explain --log` (issue 21): a FIFO nobody writes to, /dev/zero, a link to /proc/kmsg (or any
+file of /proc or /sys),
 150 nested gzip layers, and a million watchdog lines: each within the bounds — memory that stays flat
 as the log grows, one line and exit 2 where there is nothing to read."""
 from __future__ import annotations
@@ -46,11 +47,23 @@ def test_stdin_from_dev_zero_is_one_line_and_exit_2():
         assert_one_line_refusal(run_bounded(["explain", "--log", "-"], stdin=z))
 
 
-def test_a_link_to_proc_kmsg_is_not_a_wait(tmp_path):
-    if not os.access("/proc/kmsg", os.R_OK):
-        pytest.skip("/proc/kmsg is not readable here")
-    (tmp_path / "job.log").symlink_to("/proc/kmsg")
-    assert_bounded(run_bounded(["explain", "--log", str(tmp_path / "job.log")]))
+@pytest.mark.parametrize("target", ["/proc/kmsg", "/proc/self/status", "/sys/kernel/mm/transparent_hugepage/enabled"])
+def test_a_link_to_a_kernel_file_is_one_line_and_exit_2(tmp_path, target):
+    # /proc/kmsg reads as empty, waits, or (root, messages pending) takes the kernel's messages from the system
+    # logger; a /proc or /sys file is never a log: refused before any read, saying why
+    if not os.path.exists(target):
+        pytest.skip(f"{target} is not here")
+    (tmp_path / "job.log").symlink_to(target)
+    o = run_bounded(["explain", "--log", str(tmp_path / "job.log")])
+    assert_one_line_refusal(o)
+    assert "kernel's" in o.stderr and "not a log" in o.stderr, o.stderr
+
+
+def test_stdin_from_proc_is_one_line_and_exit_2():
+    with open("/proc/self/status", "rb") as f:
+        o = run_bounded(["explain", "--log", "-"], stdin=f)
+    assert_one_line_refusal(o)
+    assert "proc file system" in o.stderr
 
 
 def test_150_nested_gzip_layers(tmp_path):

@@ -242,6 +242,9 @@ def _explain_log(path: str, json_out: bool, tap=None) -> tuple[str | None, str, 
             raise BadInput("--log - reads the log from stdin; pipe one in: `cat job.log | ddpdoctor explain --log -`")
         if _is_device(sys.stdin):  # `< /dev/zero` never ends
             raise BadInput("--log -: stdin is a device, not a log; pipe or redirect a file")
+        kernel = _kernel_file(sys.stdin)  # `< /proc/kmsg`
+        if kernel:
+            raise BadInput(f"--log -: stdin is {kernel}")
         stream, source = sys.stdin.buffer, "stdin"
     else:
         try:
@@ -295,6 +298,14 @@ def _is_device(f) -> bool:
     except (OSError, ValueError, AttributeError):
         return False
     return stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+
+
+def _kernel_file(f) -> str | None:
+    from ddpdoctor.readfile import kernel_file
+    try:
+        return kernel_file(os.fstat(f.fileno()))
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _json(obj) -> None:
