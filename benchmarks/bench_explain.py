@@ -5,6 +5,7 @@
     python benchmarks/bench_explain.py --no-throughput -v
     python benchmarks/bench_explain.py --no-throughput --collected 2026-11-26   # also one collection alone
     python benchmarks/bench_explain.py --no-throughput --batch 6   # only the real-corpus logs of batch 6
+    python benchmarks/bench_explain.py --hostile      # hostile lines and an every-line-matches log (issue 21)
 
 Accuracy: every log under tests/logs/<FAILURE_ID>/ should have that id as its top diagnosis
 (top-1) or among the first three (top-3); logs under tests/logs/none/ should get no diagnosis.
@@ -292,6 +293,60 @@ def throughput(size_mb: float) -> dict:
         os.unlink(path)
 
 
+def _cpu(fn, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def hostile() -> None:
+    """Issue 21. (1) Each catalog signature and fact on its most hostile 2000-character line (a piece of its example
+    repeated: a near-match at every position; 2000 = matcher.MAX_TEXT, the most of a line searched): Python's re
+    against the log scan's search object (RE2 where it compiles, linear.py). (2) A log where every line matches:
+    CPU per line of the scan with saturated rules skipped (evidence.Collector.saturated) and without."""
+    import io
+
+    from ddpdoctor import catalog
+    from ddpdoctor.logscan.evidence import Collector
+    from ddpdoctor.logscan.matcher import MAX_TEXT, Matcher
+    m = Matcher(catalog.failures())
+    rows = []
+    for rule in m.rules:
+        ex = ((rule.signature.example if rule.signature else rule.fact.example) or "").strip()
+        units = [ex[:k] for k in range(1, min(len(ex), 60), 3)] + [ex + " "] if ex else ["a "]
+        worst = (0.0, 0.0)
+        for u in units:
+            line = (u * (MAX_TEXT // len(u) + 1))[:MAX_TEXT]
+            t_re = _cpu(lambda: rule.regex.py.search(line), 2)
+            if t_re > worst[0]:
+                worst = (t_re, _cpu(lambda: rule.regex.search(line), 2))
+        rows.append((worst[0], worst[1], rule))
+    rows.sort(key=lambda r: -r[0])
+    print(f"hostile lines ({MAX_TEXT} chars), {len(rows)} patterns; engines: "
+          f"{sum(r[2].regex.re2 is not None for r in rows)} RE2, {sum(r[2].regex.re2 is None for r in rows)} re")
+    for t_re, t_new, rule in rows[:8]:
+        name = rule.failure.id if rule.failure else f"fact {rule.fact.name}"
+        print(f"  {name:<32} re {t_re * 1e3:8.2f} ms   log scan ({rule.regex.engine}) {t_new * 1e3:6.3f} ms   "
+              f"{t_re / max(t_new, 1e-7):7.0f}x")
+    print(f"  all patterns, their worst lines: re {sum(r[0] for r in rows) * 1e3:.1f} ms, "
+          f"log scan {sum(r[1] for r in rows) * 1e3:.1f} ms")
+    n = 100_000
+    data = "".join(f"[rank{i % 512}]:[E ProcessGroupNCCL.cpp:616] [Rank {i % 512}] Watchdog caught collective operation "
+                   f"timeout: WorkNCCL(SeqNum={i}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+                   f"600012 milliseconds before timing out.\n" for i in range(n)).encode()
+
+    def scan(skip: bool) -> None:
+        col = Collector()
+        for lm in m.scan(io.BytesIO(data), saturated=col.saturated if skip else frozenset()):
+            col.add(lm)
+    full, skipping = _cpu(lambda: scan(False), 2), _cpu(lambda: scan(True), 2)
+    print(f"every line matches ({len(data) / 1e6:.0f} MB, {n:,} lines): scan + evidence {full / n * 1e6:.1f} us/line "
+          f"searching every line, {skipping / n * 1e6:.1f} us/line skipping saturated rules ({full / skipping:.1f}x)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=float, default=200)
@@ -303,7 +358,11 @@ def main() -> int:
     ap.add_argument("--batch", type=int, metavar="N",
                     help="score only the real-corpus logs of collection batch N (manifest 'batch'; batch 1 has none): "
                          "two collections made on one date are told apart by their batch")
+    ap.add_argument("--hostile", action="store_true", help="only the hostile-input timings (issue 21)")
     a = ap.parse_args()
+    if a.hostile:
+        hostile()
+        return 0
     if a.batch is not None:
         print(f"real corpus restricted to collection batch {a.batch}")
     print_real(real_accuracy(a.verbose, a.collected, a.batch), a.per_project)

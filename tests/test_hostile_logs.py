@@ -119,3 +119,42 @@ def test_watchdog_lines_keep_memory_flat(kind):
     # are bounded: four times the lines may not cost much more memory than a quarter of them
     small, large = _peak_kib(100_000, kind), _peak_kib(400_000, kind)
     assert large < small * 1.3, (small, large)
+
+
+def _every_line_matches(n: int, first: int = 0) -> bytes:
+    """Watchdog timeout lines, a distinct rank and work id on each: every line matches catalog signatures."""
+    return "".join(
+        f"[rank{i % 512}]:[E ProcessGroupNCCL.cpp:616] [Rank {i % 512}] Watchdog caught collective operation timeout: "
+        f"WorkNCCL(SeqNum={i}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 "
+        f"milliseconds before timing out.\n" for i in range(first, first + n)).encode()
+
+
+def test_a_log_where_every_line_matches_is_within_the_bounds(tmp_path):
+    # 11 MB of nothing but matching lines through the CLI (watchdog tap included) in 10 s and 1 GiB
+    path = tmp_path / "job.log"
+    with open(path, "wb") as f:
+        for k in range(0, 60_000, 10_000):
+            f.write(_every_line_matches(10_000, k))
+    o = run_bounded(["explain", "--log", str(path), "--json"])
+    assert_bounded(o, codes=(0, 1))
+    doc = json.loads(o.stdout)
+    assert "NCCL_COLLECTIVE_TIMEOUT" in json.dumps(doc)
+
+
+@pytest.mark.parametrize("n", [4_000])
+def test_work_per_matching_line_stops_growing(n, monkeypatch):
+    # once a signature's evidence is full, more lines like it are not searched: four times the lines, about
+    # the same number of searches (one more per block for the last line), where every line was searched before
+    import io
+
+    from ddpdoctor.logscan import explain_stream, linear
+    calls = []
+    search = linear.LinePattern.search
+    monkeypatch.setattr(linear.LinePattern, "search", lambda self, text: calls.append(1) or search(self, text))
+
+    def searches(lines: int) -> int:
+        calls.clear()
+        explain_stream(io.BytesIO(_every_line_matches(lines)), "job.log")
+        return len(calls)
+    small, large = searches(n), searches(4 * n)
+    assert large < small * 1.2 and small < n, (small, large)

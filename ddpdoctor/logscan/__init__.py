@@ -51,7 +51,7 @@ def explain_stream(stream: BinaryIO, source: str = "-", progress=None) -> Explan
     stats = ScanStats()
     damaged = ""
     try:
-        for lm in m.scan(stream, stats, progress=progress):
+        for lm in m.scan(stream, stats, progress=progress, saturated=col.saturated):
             col.add(lm)
     except CorruptInput as e:  # explain what was readable; the caller reports the damage
         damaged = str(e)

@@ -1,6 +1,8 @@
 """Bounded tallies of what the matcher found while the log streams by: per signature the first
 lines, the last one and distinct captured values; per fact its values. Memory stays constant in
-the size of the log (KEEP_* bound every list)."""
+the size of the log (KEEP_* bound every list), and so does the work per line once a rule is
+`saturated`: its lists are full, so one more matching line can only move its last line, which the
+matcher then finds once per block instead of searching every line (matcher.Matcher.scan)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,6 +13,9 @@ from ddpdoctor.logscan.matcher import LineMatch, Rule
 
 KEEP_EVIDENCE = 3    # first lines kept per signature (plus the last one)
 KEEP_VALUES = 64     # distinct captured values kept per signature / fact
+# facts whose every line counts (a traceback's frames, the torchrun summary, exceptions): never saturated
+_EVERY_LINE = frozenset({"frame", "exception", "stop_sent", "root_cause", "summary_host", "summary_rank",
+                         "summary_exit", "traceback", "torchrun_failed"})
 
 
 @dataclass
@@ -35,7 +40,7 @@ class Evidence:
 @dataclass
 class SigStats:
     signature: Signature
-    count: int = 0
+    count: int = 0    # lines searched that matched (a saturated rule's later lines are not searched)
     first: list[Evidence] = field(default_factory=list)
     last: Evidence | None = None
     values: list[tuple[dict, str | None, int | None]] = field(default_factory=list)  # (groups, host, rank)
@@ -72,6 +77,7 @@ class Collector:
         self.failed = False   # any cause/symptom line, exception or torchrun failure seen
         self.summary: dict = {}   # torchrun's "Root Cause (first observed failure)" block
         self._in_summary = 0
+        self.saturated: set[int] = set()   # rule indexes one more line of can only move a last line (matcher.scan)
 
     def add(self, lm: LineMatch) -> None:
         # a line a catalog cause/symptom explains is not an unexplained exception of the job's code
@@ -98,6 +104,8 @@ class Collector:
                     st.values.append(key)
             if sig.role != CLUE:
                 self.failed = True
+            if st.last is not None and (len(st.values) >= KEEP_VALUES or not rule.regex.py.groupindex):
+                self.saturated.add(rule.index)
 
     def _add_fact(self, rule: Rule, groups: dict, lm: LineMatch, explained: bool = False) -> None:
         name = rule.fact.name  # type: ignore[union-attr]
@@ -122,6 +130,8 @@ class Collector:
         vals = self.facts.setdefault(name, [])
         if len(vals) < KEEP_VALUES and all(v.value != groups or v.host != lm.host for v in vals):
             vals.append(FactValue(groups, lm.line, lm.text, lm.host, lm.rank))
+        elif len(vals) >= KEEP_VALUES and name not in _EVERY_LINE and not name.startswith("summary_"):
+            self.saturated.add(rule.index)
 
     # -- helpers for rules
     def fact_values(self, name: str, key: str) -> list[str]:

@@ -155,12 +155,19 @@ class Matcher:
         self._ac = _automaton(self._gate_list) if multi else None  # multi=False: the memmem passes
 
     def scan(self, stream: BinaryIO, stats: ScanStats | None = None, *, chunk: int = CHUNK,
-             progress: Callable[[int], None] | None = None) -> Iterator[LineMatch]:
-        """Every line with at least one matching rule, in order; `stats` receives bytes and lines read."""
+             progress: Callable[[int], None] | None = None, saturated: frozenset | set = frozenset()) -> Iterator[LineMatch]:
+        """Every line with at least one matching rule, in order; `stats` receives bytes and lines read.
+
+        `saturated`: indexes of rules (kept up to date by the caller, evidence.Collector) for which one more
+        matching line can only move the last line it matched. A line whose rules are all saturated (and that
+        no wrapped message continues) is not decoded nor searched; at the end of its block, the block's last
+        such line each saturated rule matches is yielded with that rule alone, so the caller sees every rule's
+        last line as before. A log where every line matches then costs its gate pass, not a search per line
+        (issue 21)."""
         stats = stats if stats is not None else ScanStats()
         last = b"\n"
         for block in blocks(stream, chunk):
-            yield from self._scan_block(block.data, block.first_line)
+            yield from self._scan_block(block.data, block.first_line, saturated)
             stats.bytes += block.size
             stats.lines += block.newlines
             last = block.data[-1:] or last
@@ -234,7 +241,7 @@ class Matcher:
             out += f.result()
         return out
 
-    def _scan_block(self, data: bytes, first_line: int) -> Iterator[LineMatch]:
+    def _scan_block(self, data: bytes, first_line: int, saturated=frozenset()) -> Iterator[LineMatch]:
         low = data.lower()
         spans: dict[int, tuple[int, set[bytes]]] = {}  # line start -> (line end, gates hit)
         for start, end, _pos, gate in self._all_gate_hits(low):
@@ -249,6 +256,8 @@ class Matcher:
             return
         line = first_line
         counted = 0
+        skipped: list[tuple[int, int, int, dict]] = []   # (line, start, end, rules) not searched: all saturated
+        matched: dict[int, int] = {}                       # rule index -> last line of this block it matched
         for start in sorted(spans):
             end, gates = spans[start]
             segment = low[start:end]
@@ -262,19 +271,48 @@ class Matcher:
                 continue
             line += data.count(b"\n", counted, start)
             counted = start
-            text = data[start:end].decode("utf-8", "replace").replace("\x00", "")
-            text = text.strip("\r\n")[:MAX_TEXT]
-            body, host, rank = split_origin(text)
-            found = []
-            for rule in hits.values():
-                m = rule.regex.search(body)
-                if m:
-                    found.append((rule, {k: v for k, v in m.groupdict().items() if v is not None}))
-            if not any(r.failure is not None for r, _ in found):
-                found += self._wrapped(data, low, start, end, gates, body, segment)
-            if found:
-                yield LineMatch(line, text, host, rank, found)
+            if saturated and hits.keys() <= saturated and not _two_lines(data, low, start, end):
+                skipped.append((line, start, end, hits))
+                continue
+            lm = self._search_line(data, low, start, end, line, gates, segment, hits.values())
+            if lm is not None:
+                for rule, _ in lm.matches:
+                    matched[rule.index] = line
+                yield lm
+        if skipped:
+            yield from self._last_of_saturated(data, skipped, matched)
 
+    def _search_line(self, data, low, start, end, line, gates, segment, rules) -> LineMatch | None:
+        text = data[start:end].decode("utf-8", "replace").replace("\x00", "")
+        text = text.strip("\r\n")[:MAX_TEXT]
+        body, host, rank = split_origin(text)
+        found = []
+        for rule in rules:
+            m = rule.regex.search(body)
+            if m:
+                found.append((rule, {k: v for k, v in m.groupdict().items() if v is not None}))
+        if not any(r.failure is not None for r, _ in found):
+            found += self._wrapped(data, low, start, end, gates, body, segment)
+        return LineMatch(line, text, host, rank, found) if found else None
+
+    def _last_of_saturated(self, data, skipped, matched) -> Iterator[LineMatch]:
+        """For each saturated rule, the last skipped line of the block it matches, when later than the last
+        line of the block it matched among the lines searched; each such line with those rules alone, in order."""
+        pending = {i for _, _, _, hits in skipped for i, r in hits.items() if r.failure is not None}
+        found: dict[int, LineMatch] = {}
+        for line, start, end, hits in reversed(skipped):
+            want = [r for i, r in hits.items() if i in pending and matched.get(i, -1) < line]
+            if not want:
+                continue
+            lm = self._search_line(data, b"", start, end, line, (), b"", want)
+            for rule, _ in lm.matches if lm is not None else ():
+                pending.discard(rule.index)
+            if lm is not None:
+                found[line] = lm
+            pending -= {i for i in pending if matched.get(i, -1) >= line}
+            if not pending:
+                break
+        yield from (found[k] for k in sorted(found))
 
     def _wrapped(self, data: bytes, low: bytes, start: int, end: int, gates, body: str, segment: bytes) -> list:
         """A message a terminal or a poster wrapped in two lines, as a person reads it: when no catalog
