@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
 from ddpdoctor.catalog.model import GATES, FailureMode, Signature
 from ddpdoctor.logscan.facts import FACTS, Fact
+from ddpdoctor.logscan.gatefind import FIND, Finder, _automaton, _bytes_find
 from ddpdoctor.logscan.linear import LinePattern
 from ddpdoctor.logscan.reader import CHUNK, blocks
 
@@ -334,8 +334,6 @@ class Matcher:
         return out
 
 
-Finder = Callable[[bytes, bytes, int], int]
-
 # Blocks at least this big scan their gate words on _POOL_SIZE threads (memmem releases the GIL).
 PARALLEL_MIN = 1 << 20
 _POOL_SIZE = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
@@ -350,56 +348,6 @@ def _pool():
         from concurrent.futures import ThreadPoolExecutor
         _POOL.append(ThreadPoolExecutor(_POOL_SIZE - 1, thread_name_prefix="ddpdoctor-scan"))
     return _POOL[0]
-
-
-def _bytes_find(data: bytes, needle: bytes, start: int) -> int:
-    return data.find(needle, start)
-
-
-def _memmem_finder() -> Finder | None:
-    """`find(data, needle, start)` backed by libc memmem, or None where it is unavailable."""
-    if os.environ.get("DDPDOCTOR_NO_MEMMEM") or sys.platform.startswith("win"):
-        return None
-    try:
-        import ctypes
-
-        memmem = ctypes.CDLL(None).memmem
-    except (OSError, AttributeError, TypeError):
-        return None
-    memmem.restype = ctypes.c_void_p
-    memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-    c_char_p, c_void_p, cast = ctypes.c_char_p, ctypes.c_void_p, ctypes.cast
-
-    def find(data: bytes, needle: bytes, start: int) -> int:
-        n = len(data)
-        if start >= n:
-            return -1
-        ref = c_char_p(data)  # points into the bytes object itself (no copy); kept alive by `ref`
-        base = cast(ref, c_void_p).value
-        hit = memmem(base + start, n - start, needle, len(needle))
-        return -1 if not hit else hit - base
-
-    if find(b"xxabcxx", b"abc", 0) != 2 or find(b"abcabc", b"abc", 1) != 3 or find(b"abc", b"zz", 0) != -1:
-        return None  # not the memmem we expect
-    return find
-
-
-FIND: Finder = _memmem_finder() or _bytes_find
-
-
-def _automaton(gates: list[bytes]):
-    """Automatons for all gate words: leftmost-first (fast, finds the lines) and standard (overlapping
-    matches, within those lines), or None where
-    ahocorasick_rs is missing or DDPDOCTOR_NO_AHOCORASICK=1: the memmem passes then give the same hits."""
-    if os.environ.get("DDPDOCTOR_NO_AHOCORASICK"):
-        return None
-    try:
-        import ahocorasick_rs
-    except ImportError:
-        return None
-    kind = ahocorasick_rs.MatchKind
-    return (ahocorasick_rs.BytesAhoCorasick(gates, matchkind=kind.LeftmostFirst),
-            ahocorasick_rs.BytesAhoCorasick(gates, matchkind=kind.Standard))
 
 
 def _line_end(low: bytes, pos: int, n: int) -> int:

@@ -1,0 +1,61 @@
+"""The finders of the gate words for the log scan (matcher.py): libc memmem through ctypes (or bytes.find)
+and the Aho-Corasick automatons (ahocorasick_rs) that replace
+them where installed. Split from matcher.py to keep each module small; the why of each is in matcher.py's
+docstring and docs/dependencies.md."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+Finder = Callable[[bytes, bytes, int], int]
+
+
+def _bytes_find(data: bytes, needle: bytes, start: int) -> int:
+    return data.find(needle, start)
+
+
+def _memmem_finder() -> Finder | None:
+    """`find(data, needle, start)` backed by libc memmem, or None where it is unavailable."""
+    if os.environ.get("DDPDOCTOR_NO_MEMMEM") or sys.platform.startswith("win"):
+        return None
+    try:
+        import ctypes
+
+        memmem = ctypes.CDLL(None).memmem
+    except (OSError, AttributeError, TypeError):
+        return None
+    memmem.restype = ctypes.c_void_p
+    memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    c_char_p, c_void_p, cast = ctypes.c_char_p, ctypes.c_void_p, ctypes.cast
+
+    def find(data: bytes, needle: bytes, start: int) -> int:
+        n = len(data)
+        if start >= n:
+            return -1
+        ref = c_char_p(data)  # points into the bytes object itself (no copy); kept alive by `ref`
+        base = cast(ref, c_void_p).value
+        hit = memmem(base + start, n - start, needle, len(needle))
+        return -1 if not hit else hit - base
+
+    if find(b"xxabcxx", b"abc", 0) != 2 or find(b"abcabc", b"abc", 1) != 3 or find(b"abc", b"zz", 0) != -1:
+        return None  # not the memmem we expect
+    return find
+
+
+FIND: Finder = _memmem_finder() or _bytes_find
+
+
+def _automaton(gates: list[bytes]):
+    """Automatons for all gate words: leftmost-first (fast, finds the lines) and standard (overlapping
+    matches, within those lines), or None where
+    ahocorasick_rs is missing or DDPDOCTOR_NO_AHOCORASICK=1: the memmem passes then give the same hits."""
+    if os.environ.get("DDPDOCTOR_NO_AHOCORASICK"):
+        return None
+    try:
+        import ahocorasick_rs
+    except ImportError:
+        return None
+    kind = ahocorasick_rs.MatchKind
+    return (ahocorasick_rs.BytesAhoCorasick(gates, matchkind=kind.LeftmostFirst),
+            ahocorasick_rs.BytesAhoCorasick(gates, matchkind=kind.Standard))
