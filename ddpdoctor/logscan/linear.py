@@ -9,8 +9,9 @@ then one match attempt there. Exact on a line without a newline: a match at a la
 literal implies one at the first, p < q, as `[^\\n]*` can stretch from p over q to where the rest matched, and
 every match starts at an occurrence. The test proves every `re`-only pattern linear.
 
-Identical answers, whichever engine runs: RE2's Perl mode reports the leftmost-first match and its groups as
-a backtracking engine does. Where its classes differ from Python's they differ only outside ASCII (`\\d`, `\\w`,
+Identical answers, whichever engine runs: RE2 only says where the leftmost match starts (its automaton, no
+submatch engine: the cheaper call), and `re` reads the match and its groups with one attempt there: `re`'s own
+search would start there too, as both engines accept the same lines. Where RE2's classes differ from Python's they differ only outside ASCII (`\\d`, `\\w`,
 `\\b` are ASCII-only in RE2, Unicode in Python) and in `\\s`, which Python also gives \\v and \\x1c-\\x1f: so
 `\\s`/`\\S` are spelled out as Python's ASCII set, a pattern with a construct whose meaning could differ is
 left to `re` (`_to_re2`), and only an ASCII line without a line end ever goes to RE2 (`$` and `\\b` then mean
@@ -19,8 +20,9 @@ mutated lines. Without the wheel (or with DDPDOCTOR_NO_RE2=1) every pattern runs
 answers, quadratic time on hostile lines.
 
 A call into RE2 costs a few microseconds of binding however short the line, where `re` takes a fraction of
-one on a short line, so lines up to SHORT characters stay on `re`: on a line that short even a quadratic
-pattern costs less than the call (benchmarks/bench_explain.py --regex measures both).
+one on a short line, so lines up to SHORT characters stay on `re`: there a quadratic pattern's worst stays
+within ~20 us (96^2 steps), near the cost of the call (benchmarks/bench_explain.py --hostile measures the
+engines on each pattern's worst 2000-character line).
 """
 from __future__ import annotations
 
@@ -108,10 +110,12 @@ def _engine():
         import re2
         options = re2.Options()
         options.log_errors = False  # a pattern RE2 refuses goes to re, silently
+        # RE2 only says where the match starts (its automaton, without the slower submatch engines); `re` then
+        # reads the groups with one match attempt there: the same answer as re's own search, which starts there too
+        options.never_capture = True
         anchor = re2._Anchor.UNANCHORED
-        probe = re2.compile(r"a(?P<x>b+)c", options)._regexp
-        if (probe.Match(anchor, b"xxabbc", 0, 6) != [(2, 6), (3, 5)]
-                or probe.Match(anchor, b"xx", 0, 2)[0] != (-1, -1)):
+        probe = re2.compile(r"a(?:b+)c", options)._regexp
+        if probe.Match(anchor, b"xxabbc", 0, 6)[0] != (2, 6) or probe.Match(anchor, b"xx", 0, 2)[0] != (-1, -1):
             return None
     except Exception:  # noqa: BLE001 - missing, or a release whose internals moved: re gives the same answers
         return None
@@ -147,46 +151,19 @@ def _lead(py: re.Pattern) -> re.Pattern | None:
     return None
 
 
-class Hit:
-    """What the matcher reads of a match: groupdict(), start(), end()."""
-
-    __slots__ = ("_text", "_spans", "_names")
-
-    def __init__(self, text: str, spans, names: dict):
-        self._text, self._spans, self._names = text, spans, names
-
-    def start(self, group: int = 0) -> int:
-        return self._spans[group][0]
-
-    def end(self, group: int = 0) -> int:
-        return self._spans[group][1]
-
-    def span(self, group: int = 0) -> tuple[int, int]:
-        return tuple(self._spans[group])
-
-    def group(self, group: int | str = 0) -> str | None:
-        a, b = self._spans[self._names[group] if isinstance(group, str) else group]
-        return None if a < 0 else self._text[a:b]
-
-    def groupdict(self) -> dict:
-        text, spans = self._text, self._spans
-        return {name: (None if spans[i][0] < 0 else text[spans[i][0]:spans[i][1]]) for name, i in self._names.items()}
-
-
 class LinePattern:
-    """A compiled pattern searched in one line: `search(text)` -> a match (re.Match or Hit) or None."""
+    """A compiled pattern searched in one line: `search(text)` -> re's match, or None."""
 
-    __slots__ = ("pattern", "py", "re2", "_names", "_anchor", "_lead")
+    __slots__ = ("pattern", "py", "re2", "_anchor", "_lead")
 
     def __init__(self, pattern: str | re.Pattern):
         self.py = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
         self.pattern = self.py.pattern
-        self._names = dict(self.py.groupindex)
         self.re2 = None
         if _ENGINE is not None and not self.py.flags & (re.VERBOSE | re.ASCII | re.LOCALE) and isinstance(self.pattern, str):
             spelled = _to_re2(self.pattern)
             compiled = _ENGINE[0](spelled) if spelled is not None else None
-            if compiled is not None and compiled.NumberOfCapturingGroups() == self.py.groups:
+            if compiled is not None:
                 self.re2 = compiled
                 self._anchor = _ENGINE[1]
         self._lead = _lead(self.py)  # also for a line RE2 does not take (not ASCII)
@@ -200,8 +177,8 @@ class LinePattern:
             return self.py.search(text)
         if self.re2 is not None and text.isascii():
             b = text.encode("ascii")
-            spans = self.re2.Match(self._anchor, b, 0, len(b))
-            return None if spans[0][0] < 0 else Hit(text, spans, self._names)
+            start = self.re2.Match(self._anchor, b, 0, len(b))[0][0]
+            return None if start < 0 else self.py.match(text, start)
         if self._lead is not None:
             first = self._lead.search(text)
             return None if first is None else self.py.match(text, first.start())
