@@ -44,7 +44,7 @@ def _patterns():
 PATTERNS = list(_patterns())
 # Without google-re2 the catalog patterns run on Python's re: the same answers (tests/test_linear_engine.py),
 # quadratic on hostile lines. CI installs it (pyproject.toml); elsewhere the RE2 ones are skipped, saying why.
-NO_RE2 = pytest.mark.skipif(linear._ENGINE is None and not os.environ.get("CI"),
+NO_RE2 = pytest.mark.skipif(linear.engine() is None and not os.environ.get("CI"),
                             reason="google-re2 not installed (pip install google-re2): these run on re, quadratic")
 PARAMS = [pytest.param(*p, id=p[0], marks=[NO_RE2] if isinstance(p[1], linear.LinePattern) else []) for p in PATTERNS]
 
@@ -103,5 +103,5 @@ def test_the_timing_catches_a_quadratic_pattern(pattern, example):
     # the test above can fail: the same harness flags these shapes when Python's re searches them ...
     assert _worst(re.compile(pattern), example)[0] >= 10
     # ... and passes them through the log scan's search object
-    if linear._ENGINE is not None:
+    if linear.engine() is not None:
         assert _worst(linear.LinePattern(pattern), example)[0] < 10

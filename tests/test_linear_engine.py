@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from ddpdoctor.logscan.matcher import Matcher, split_origin
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = Matcher(catalog.failures()).rules
-needs_re2 = pytest.mark.skipif(linear._ENGINE is None and not os.environ.get("CI"), reason="google-re2 not installed")
+needs_re2 = pytest.mark.skipif(linear.engine() is None and not os.environ.get("CI"), reason="google-re2 not installed")
 
 
 def _lines() -> list[str]:
@@ -52,6 +53,9 @@ def _answer(m):
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.failure.id if r.failure else r.fact.name}#{r.index}")
 def test_re2_and_re_agree_on_every_line_the_scan_would_search(rule, monkeypatch):
     monkeypatch.setattr(linear, "SHORT", 0)  # every ASCII line to RE2, however short
+    if rule.regex.re2 is None and linear.engine() is not None and linear._to_re2(rule.regex.pattern) is not None:
+        monkeypatch.setattr(linear, "_bounded", lambda pattern: False)  # a bounded one too, as if it went to RE2
+        rule = replace(rule, regex=linear.LinePattern(rule.regex.py))
     example = (rule.signature.example if rule.signature else rule.fact.example) or ""
     lines = [s for s in LINES if any(t.decode() in s.lower() for t in rule.triggers)]
     for s in lines + [v for e in [example] + lines[:20] for v in _variants(e)]:
@@ -59,11 +63,20 @@ def test_re2_and_re_agree_on_every_line_the_scan_would_search(rule, monkeypatch)
 
 
 def test_nearly_every_pattern_runs_on_re2():
-    if linear._ENGINE is None:
+    if linear.engine() is None:
         pytest.skip("google-re2 not installed")
-    on_re = [r.regex.pattern for r in RULES if r.regex.re2 is None]
-    # look-around is all RE2 lacks here; each of these is timed on hostile lines (test_hostile_regex.py)
+    on_re = [r.regex.pattern for r in RULES if r.regex.re2 is None and not linear._bounded(r.regex.pattern)]
+    # look-around is all RE2 lacks here; each of these is timed on hostile lines (test_hostile_regex.py), as are
+    # the patterns that repeat nothing without bound (linear on re: each attempt is bounded by the pattern)
     assert all(re.search(r"\(\?<?[=!]", p) for p in on_re), on_re
+
+
+@pytest.mark.parametrize("pattern,bounded", [
+    (r"NCCL WARN (?:a|b) \d{1,18} x?", True),
+    (r"a[^\n]*b", False), (r"a\d+", False), (r"(?:a(?:b|c+))", False), (r"a{2,}", False), (r"(?=a*)b", False),
+])
+def test_bounded_patterns_stay_on_re(pattern, bounded):
+    assert linear._bounded(pattern) is bounded
 
 
 @pytest.mark.parametrize("pattern,expect", [
@@ -90,7 +103,7 @@ def test_the_spelling_for_re2(pattern, expect):
 ])
 def test_the_first_literal_two_step_finds_what_a_search_finds(pattern):
     lp = linear.LinePattern(pattern)
-    assert lp._lead is not None
+    assert lp.engine == "re, first literal"
     pieces = ["Gloo connectFullMesh failed with ", "timed out connecting", ": SO_ERROR: Connection refused", "Connect timeout",
               "NCCL WARN ", "nccl warn", "shm_open failed : ", "Permission denied", "unable to allocate", "ab", "c", "d",
               "é", " ", "x" * (linear.SHORT + 1)]

@@ -128,7 +128,42 @@ def _engine():
     return compile_, anchor
 
 
-_ENGINE = _engine()
+_ENGINE: list = []
+
+
+def engine():
+    """google-re2's (compile, anchor), or None; imported on first use (~20 ms: only when a long line comes)."""
+    if not _ENGINE:
+        _ENGINE.append(_engine())
+    return _ENGINE[0]
+
+
+def _unbounded(items) -> bool:
+    """Whether a parsed pattern repeats anything without bound (`*`, `+`, `{n,}`). Without one, each attempt
+    of `re`'s search is bounded by the pattern, so the search is linear in the line: no need for RE2."""
+    for op, arg in items:
+        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
+            if arg[1] == _sre.MAXREPEAT or _unbounded(arg[2]):
+                return True
+        elif op == _sre.SUBPATTERN:
+            if _unbounded(arg[-1]):
+                return True
+        elif op == _sre.BRANCH:
+            if any(_unbounded(b) for b in arg[1]):
+                return True
+        elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
+            if _unbounded(arg[1]):
+                return True
+        elif op == getattr(_sre, "ATOMIC_GROUP", None) and _unbounded(arg):
+            return True
+    return False
+
+
+def _bounded(pattern: str) -> bool:
+    try:
+        return not _unbounded(list(_sre_parse.parse(pattern)))
+    except Exception:  # noqa: BLE001 - an internal parser that changed shape: treat as unbounded (RE2 if it can)
+        return False
 
 
 def _lead(py: re.Pattern) -> re.Pattern | None:
@@ -152,32 +187,46 @@ def _lead(py: re.Pattern) -> re.Pattern | None:
 
 
 class LinePattern:
-    """A compiled pattern searched in one line: `search(text)` -> re's match, or None."""
+    """A compiled pattern searched in one line: `search(text)` -> re's match, or None. Which engine a long
+    line goes to is settled on the first long line (most patterns never see one: start-up stays cheap)."""
 
-    __slots__ = ("pattern", "py", "re2", "_anchor", "_lead")
+    __slots__ = ("pattern", "py", "_re2", "_anchor", "_lead", "_ready")
 
     def __init__(self, pattern: str | re.Pattern):
         self.py = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
         self.pattern = self.py.pattern
-        self.re2 = None
-        if _ENGINE is not None and not self.py.flags & (re.VERBOSE | re.ASCII | re.LOCALE) and isinstance(self.pattern, str):
+        self._re2 = self._lead = None
+        self._ready = False
+
+    def _prepare(self) -> None:
+        self._ready = True
+        eng = engine()
+        if (eng is not None and not self.py.flags & (re.VERBOSE | re.ASCII | re.LOCALE) and isinstance(self.pattern, str)
+                and not _bounded(self.pattern)):  # a bounded pattern is linear on re, whose call is cheaper
             spelled = _to_re2(self.pattern)
-            compiled = _ENGINE[0](spelled) if spelled is not None else None
-            if compiled is not None:
-                self.re2 = compiled
-                self._anchor = _ENGINE[1]
+            self._re2 = eng[0](spelled) if spelled is not None else None
+            self._anchor = eng[1]
         self._lead = _lead(self.py)  # also for a line RE2 does not take (not ASCII)
 
     @property
+    def re2(self):
+        if not self._ready:
+            self._prepare()
+        return self._re2
+
+    @property
     def engine(self) -> str:
-        return "re2" if self.re2 is not None else "re, first literal" if self._lead is not None else "re"
+        return ("re2" if self.re2 is not None else "re, first literal" if self._lead is not None
+                else "re, bounded" if _bounded(self.pattern) else "re")
 
     def search(self, text: str):
         if len(text) <= SHORT or "\n" in text:
             return self.py.search(text)
-        if self.re2 is not None and text.isascii():
+        if not self._ready:
+            self._prepare()
+        if self._re2 is not None and text.isascii():
             b = text.encode("ascii")
-            start = self.re2.Match(self._anchor, b, 0, len(b))[0][0]
+            start = self._re2.Match(self._anchor, b, 0, len(b))[0][0]
             return None if start < 0 else self.py.match(text, start)
         if self._lead is not None:
             first = self._lead.search(text)
