@@ -23,6 +23,8 @@ both give the same hits.
 """
 from __future__ import annotations
 
+import heapq
+
 import os
 import re
 from dataclasses import dataclass
@@ -200,11 +202,13 @@ class Matcher:
         pass, where each gate keeps the occurrences a memmem pass would stop at: the first at or after the
         end of its previous hit (lines are independent: a hit's end never passes its line's end)."""
         gates, n = self._gate_list, len(low)
-        first, every = self._ac
+        firsts, every = self._ac
         view = memoryview(low)
         out = []
         done = 0
-        for _, pos, _ in first.find_matches_as_indexes(low):
+        starts = ([pos for _, pos, _ in firsts[0].find_matches_as_indexes(low)] if len(firsts) == 1 else
+                  heapq.merge(*([pos for _, pos, _ in f.find_matches_as_indexes(low)] for f in firsts)))
+        for pos in starts:
             if pos < done:
                 continue
             nl = low.rfind(b"\n", 0, pos) + 1
