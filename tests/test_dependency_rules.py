@@ -54,9 +54,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {  # modules ("ddpdoctor.x.y") or top-
     frozenset({"registry", "checks"}):
         "the registry imports every module of checks/ on first use to register them (found with pkgutil, "
         "so a new module needs no list); checks import the registry's @check",
-    frozenset({"ddpdoctor.logscan.evidence", "ddpdoctor.logscan.user_error"}):
-        "evidence.Collector imports user_error.Tracker when it is built, user_error imports evidence.Evidence; "
-        "the explain helper owns both (a third module for Evidence would untie it)",
 }
 # The modules the torch worker runs in every rank: they import no check (judgement runs in the supervisor).
 WORKER_MODULES = ("ddpdoctor.smoke.worker", "ddpdoctor.smoke.rendezvous", "ddpdoctor.smoke.collectives",
