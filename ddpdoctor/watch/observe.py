@@ -6,7 +6,8 @@ Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
 - one stack sample of every rank every STACK_EVERY_S (8 s), and every DENSE_EVERY_S while a rank's main
   thread has stopped moving (that is when a hang must be confirmed within seconds);
 - a rank whose main thread waits in a DataLoader: its worker processes too (where the batch is stuck);
-- which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers).
+- which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers);
+- the node's egress shapers' counters every QDISC_EVERY_S (a node whose outgoing traffic is rate-limited).
 """
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ from ddpdoctor.inspect.where import COLLECTIVES
 from ddpdoctor.watch import netstuck
 from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
-from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, stacks, throttled_ns
+from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, qdiscs, stacks, throttled_ns
 
 STACK_EVERY_S = 8.0
 DENSE_EVERY_S = 2.0
 FIND_EVERY_S = 5.0
+QDISC_EVERY_S = 5.0   # the node's egress shapers (`tc -s -j qdisc show`, ≈4 ms a run): a rate-limited node
 
 
 def _sig(signature: tuple) -> str:
@@ -48,6 +50,7 @@ class NodeView:
         self.loader_ranks: set[int] = set()   # pids whose main thread waits in a DataLoader
         self.recorder = Recorder() if record else None
         self.cgroup: dict[int, str | None] = {}
+        self._next_qdisc = 0.0
 
     def refind(self, now: float) -> None:
         if now < self._next_find:
@@ -85,6 +88,10 @@ class NodeView:
                 workers[pid] = rankmod.children(pid)
             helpers = {w for ws in workers.values() for w in ws}
             samples = stacks(live + sorted(helpers), self.dump_timeout, helpers)
+        qd = None
+        if now >= self._next_qdisc:
+            self._next_qdisc = now + QDISC_EVERY_S
+            qd = qdiscs()
         out = []
         for pid in live:
             r = self.ranks[pid]
@@ -107,6 +114,8 @@ class NodeView:
                 self.loader_ranks.discard(pid)
             if pid in chunks:
                 rec["rec"] = chunks[pid]
+            if qd is not None:
+                rec["qdisc"] = qd
             if want_stacks and take:  # only while a rank is still: a hang's network side
                 rec["tcp"] = netstuck.sockets(pid)
             if pid in workers:

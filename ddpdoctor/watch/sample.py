@@ -215,3 +215,40 @@ def describe_exit(status: int | None) -> str:
     if os.WIFEXITED(status):
         return f"exit code {os.WEXITSTATUS(status)}"
     return f"wait status {status}"
+
+
+def qdiscs(timeout: float = 2.0) -> dict[str, dict[str, Any]] | None:
+    """This node's egress queueing disciplines that can hold packets back (a rate limit), per device:
+    {dev: {kind, overlimits, drops, backlog, bytes}} from `tc -s -j qdisc show` (iproute2's JSON,
+    tc-s(8); the kernel's gnet_stats_basic/queue counters). `overlimits` grows each time a shaper
+    (tbf, htb, hfsc, cake...) had to delay a packet for want of tokens: a node whose outgoing traffic is
+    rate-limited shows it there while its peers wait for its data. Queue-only disciplines (noqueue,
+    pfifo_fast, fq_codel, mq) are left out. None when `tc` is missing or fails."""
+    import json
+    import shutil
+    import subprocess
+    exe = shutil.which("tc") or next((p for p in ("/usr/sbin/tc", "/sbin/tc") if os.path.exists(p)), None)
+    if exe is None:
+        return None
+    try:
+        p = subprocess.run([exe, "-s", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+        rows = json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else []
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for q in rows if isinstance(rows, list) else []:
+        if not isinstance(q, dict) or q.get("kind") not in SHAPERS or q.get("dev") == "lo":
+            continue
+        dev = str(q.get("dev"))
+        prev = out.get(dev)
+        rate = (q.get("options") or {}).get("rate") if isinstance(q.get("options"), dict) else None
+        row = {"kind": q["kind"], "rate": int(rate) if isinstance(rate, (int, float)) else None,
+               "overlimits": int(q.get("overlimits") or 0), "drops": int(q.get("drops") or 0),
+               "backlog": int(q.get("backlog") or 0), "bytes": int(q.get("bytes") or 0)}
+        if prev is None or q.get("root"):
+            out[dev] = row
+    return out
+
+
+SHAPERS = frozenset({"tbf", "htb", "hfsc", "cbq", "cake", "netem"})   # disciplines that delay for a rate

@@ -1,5 +1,8 @@
 """A small Gloo training loop for `ddpdoctor watch`'s lab tests: faults are injected mid-run by writing
-FAULT_FILE (`sleep:R`, `other:R`, `loader:R`, `slow:R:FACTOR`); the lines asserted carry `# LINE_...`.
+FAULT_FILE (`sleep:R`, `other:R`, `loader:R`, `slow:R:FACTOR`, `lag:R:FRACTION`); the lines asserted carry
+`# LINE_...`. `slow` multiplies rank R's matmuls; `lag` makes rank R compute FRACTION of the healthy step time
+more every step (a wall-clock spin of matmuls, measured against the step time before the fault), so
+`lag:1:0.1` is "+10 % step time" whatever the machine's load.
 
 Each step: a batch from a DataLoader (one worker process per rank), forward/backward of a small MLP,
 the gradients all-reduced explicitly (as DDP does, in one bucket), an SGD step. Runs TRAIN_SECONDS.
@@ -41,11 +44,14 @@ class Data(torch.utils.data.Dataset):
         return torch.randn(64)
 
 
-def augment_batch(x, factor):
+def augment_batch(x, factor, extra_s=0.0):
     w = torch.ones(256, 256) / 256
     y = x.repeat(1, 4)
     for _ in range(int(WORK * factor)):
         y = torch.tanh(y @ w)  # LINE_AUGMENT
+    spin_end = time.monotonic() + extra_s
+    while time.monotonic() < spin_end:
+        y = torch.tanh(y @ w)  # LINE_LAG
     return y[:, :64]
 
 
@@ -55,11 +61,14 @@ loader = iter(torch.utils.data.DataLoader(Data(), batch_size=256, num_workers=1,
 print(f"ready {rank}", flush=True)
 end = time.monotonic() + SECONDS
 step = 0
+step_s = None  # the healthy step time (moving average), what `lag` is a fraction of
+t_step = time.monotonic()
 while True:
     kind, who, factor = fault()
     mine = who == rank
     x = next(loader)
-    x = augment_batch(x, factor if kind == "slow" and mine else 1.0)
+    x = augment_batch(x, factor if kind == "slow" and mine else 1.0,
+                      factor * step_s if kind == "lag" and mine and step_s else 0.0)
     loss = model(x).pow(2).mean()
     opt.zero_grad()
     loss.backward()
@@ -74,6 +83,9 @@ while True:
         break
     opt.step()
     step += 1
+    t, t_step = t_step, time.monotonic()
+    if kind is None:
+        step_s = (t_step - t) if step_s is None else 0.98 * step_s + 0.02 * (t_step - t)
     if step % 100 == 0:
         print(f"rank {rank} step {step} at {time.monotonic():.1f}", flush=True)
     time.sleep(DEVICE_S)  # LINE_DEVICE

@@ -1,0 +1,81 @@
+"""A node slowed by its network, named by `srun --overlap ... ddpdoctor watch --gather` (Slurm lab, 2 nodes).
+
+Each lab node's slurmd runs in a pid namespace of its own, the job is `srun python train.py` with one rank
+per node (RANK from SLURM_PROCID). The job first runs healthy under the machine's normal load: watch must
+say nothing. Then node2's interface gets a token-bucket rate limit (`tc qdisc add dev eth0 root tbf`, as
+an operator's shaper or a slow link would; this kernel has no netem): both ranks now wait longer in their
+all_reduce, neither computes longer, and watch must name node2 (its egress shaper delays the job's packets).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from slurmlab import DD, REPO_ROOT, start_or_skip
+from watchlab import JOB
+
+pytest.importorskip("torch")
+WRAP = ('export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS LOCAL_WORLD_SIZE=1 '
+        'MASTER_ADDR=node1 MASTER_PORT=29512 OMP_NUM_THREADS=1; exec "$0" "$@"')
+STRAGGLER_GOAL_S = 60.0
+HEALTHY_S = 30.0
+
+
+@pytest.fixture
+def slurm(make_lab):
+    lab = make_lab(("head", "node1", "node2"))
+    s = start_or_skip(lab, pid_ns=True, cpus=2)
+    yield s
+    s.close()
+
+
+def test_two_nodes_healthy_say_nothing_then_the_rate_limited_node_is_named(slurm, tmp_path: Path):
+    log = tmp_path / "job.log"
+    env = {**slurm.env, "PYTHONPATH": str(REPO_ROOT), "FAULT_FILE": str(tmp_path / "none"), "TRAIN_SECONDS": "200"}
+    with open(log, "w") as f:
+        p = slurm.lab.popen("head", ["srun", "-J", "shaped", "-N", "2", "--ntasks-per-node", "1",
+                                     "sh", "-c", WRAP, DD[0], str(JOB)], env=env, stdout=f, stderr=subprocess.STDOUT)
+    w = None
+    try:
+        end = time.monotonic() + 120
+        while log.read_text().count("ready ") < 2:
+            assert p.poll() is None and time.monotonic() < end, log.read_text()[-3000:]
+            time.sleep(0.5)
+        jobid = slurm.run(["squeue", "-h", "-o", "%i", "-n", "shaped"], timeout=15).stdout.split()[0]
+        w = slurm.lab.popen("head", ["srun", "--jobid", jobid, "--overlap", "-N", "2", "--ntasks-per-node", "1",
+                                     *DD, "watch", "--gather", "--json", "--deadline", str(HEALTHY_S + STRAGGLER_GOAL_S + 10)],
+                            env={**slurm.env, "PYTHONPATH": str(REPO_ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+        events: list[dict] = []
+
+        def read():
+            for ln in w.stdout:
+                events.append({**json.loads(ln), "at": time.monotonic()})
+        th = threading.Thread(target=read, daemon=True)
+        th.start()
+        time.sleep(HEALTHY_S)
+        assert events == [], events  # healthy, two nodes, the machine's normal load: nothing to say
+        # 4 Mbit/s out of node2 (the job's all_reduce moves ~35 kB each way every step): its steps slow down
+        slurm.lab.run("node2", ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "4mbit", "burst", "16kb",
+                                "latency", "200ms"], timeout=15)
+        t = time.monotonic()
+        end = t + STRAGGLER_GOAL_S + 5
+        while time.monotonic() < end and not any(e["kind"] == "straggler" for e in events):
+            time.sleep(0.5)
+        strag = [e for e in events if e["kind"] == "straggler"]
+        assert strag, (events, w.stderr.read() if w.poll() is not None else "")
+        e = strag[0]
+        assert e["hosts"] == ["node2"] and e["ranks"] == [1] and e["node"] == "node2", e
+        assert "tbf on eth0 at 4 Mbit/s" in e["detail"], e
+        assert e["at"] - t <= STRAGGLER_GOAL_S, e["at"] - t
+        assert [x["kind"] for x in events] == ["straggler"], events  # nothing else, node1 not named
+        assert p.poll() is None, "watch must leave the job running"
+    finally:
+        if w is not None and w.poll() is None:
+            slurm.lab.kill(w)
+        slurm.lab.kill(p)
