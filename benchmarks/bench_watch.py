@@ -1,12 +1,19 @@
 """`ddpdoctor watch` measured on REAL torchrun + Gloo training loops (tests/watch_jobs/train.py).
 
-    python3 benchmarks/bench_watch.py faults [--seeds 3] [--kinds sleep,stop,other,loader,kill,slow1.6,cap0.15]
+    python3 benchmarks/bench_watch.py faults [--seeds 3] [--kinds sleep,stop,other,loader,kill,slow1.6,lag0.1,cap0.5]
+    python3 benchmarks/bench_watch.py faults --kinds lag0.05,lag0.1,lag0.2,lag0.4   the smallest lag named reliably
     python3 benchmarks/bench_watch.py healthy [--seconds 600] [--nproc 2]    false events per hour, cost, memory
     python3 benchmarks/bench_watch.py fanin [--nodes 1,16,128,1000]          --gather's first node vs senders
+    python3 benchmarks/bench_watch.py trace OUT.jsonl [--seconds 900] [--plan '[[60,"lag:1:0.1"],[180,"none"]]']
+    python3 benchmarks/bench_watch.py replay A.jsonl B.jsonl ...             straggler rule vs recorded traces
 
 faults: per fault and seed, the time from injection (the fault file written, the signal sent, the
 cgroup cap applied) to the verdict line, and whether the right rank was named. A seed changes when
-the fault is injected (10 + 7*seed s after the job is ready) and which rank gets it.
+the fault is injected (10 + 7*seed s after the job is ready) and which rank gets it. Straggler faults:
+`slowF` (F times the matmuls in augment_batch), `lagX` (X of the healthy step time more, every step: "+10 %
+step time" is lag0.1), `capS` (a cgroup v1 CPU cap at S times the CPU the rank used in the 5 s before).
+Each straggler row also prints the job's own step time after the fault over before (from its log), the
+slowdown the job really had, and the load average.
 healthy: events printed over a healthy run (goal 0), watch's CPU (its own and its py-spy children's,
 from getrusage after it exits) per watched rank as a share of one core, its RSS at start and end.
 fanin: the first node of `--gather` receiving one JSON line per node per second (real TCP on
@@ -44,6 +51,9 @@ def inject(job: TrainJob, kind: str, rank: int):
     if kind.startswith("slow"):
         job.fault(f"slow:{rank}:{kind[4:]}")
         return "straggler", None
+    if kind.startswith("lag"):
+        job.fault(f"lag:{rank}:{kind[3:]}")
+        return "straggler", None
     pid = job.rank_pid(rank)
     if kind == "stop":
         os.kill(pid, signal.SIGSTOP)
@@ -52,9 +62,34 @@ def inject(job: TrainJob, kind: str, rank: int):
         os.kill(pid, signal.SIGKILL)
         return "rank_gone", None
     if kind.startswith("cap"):
-        cap = CpuCap(pid, float(kind[3:]))
-        return "straggler", cap.close
+        c0 = _cpu_s(pid)
+        time.sleep(5)
+        cap = CpuCap(pid, max(0.02, float(kind[3:]) * (_cpu_s(pid) - c0) / 5))
+        return "straggler", cap.close  # the onset is now: the caller reads the clock after inject()
     raise SystemExit(f"unknown fault {kind}")
+
+
+def _cpu_s(pid: int) -> float:
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def step_times(log: Path, t_fault: float, span: float = 60.0) -> tuple[float, float] | None:
+    """The job's mean step time in the `span` s before the fault and from 10 s after it to now (its own log
+    lines `rank 0 step N at T`, every 100 steps): the slowdown the job had, whatever the load."""
+    pts = []
+    for ln in log.read_text().splitlines():
+        p = ln.split()
+        if len(p) == 6 and p[0] == "rank" and p[1] == "0" and p[2] == "step":
+            pts.append((float(p[5]), int(p[3])))
+
+    def rate(a, b):
+        sel = [x for x in pts if a <= x[0] <= b]
+        if len(sel) < 2:
+            return None
+        return (sel[-1][0] - sel[0][0]) / (sel[-1][1] - sel[0][1])
+    before, after = rate(t_fault - span, t_fault), rate(t_fault + 10, time.monotonic())
+    return (before, after) if before and after else None
 
 
 def faults(a) -> None:
@@ -72,28 +107,35 @@ def faults(a) -> None:
                     w = Watch("--pid", str(job.proc.pid))
                     time.sleep(10 + 7 * seed)
                     early = [e for e in w.events if e["kind"] != "summary"]
-                    t = time.monotonic()
                     want, cleanup = inject(job, kind, rank)
-                    e = w.wait_for(want, 120, after=t)
+                    t = time.monotonic()  # after the cap's 5 s measurement; a fault file is read within a step
+                    e = w.wait_for(want, a.wait, after=t)
                     took = None if e is None else e["at"] - t
                     right = e is not None and e["ranks"] == [rank]
+                    extra = ""
+                    if want == "straggler":
+                        time.sleep(max(0.0, t + 55 - time.monotonic()))
+                        st = step_times(job.log, t)
+                        extra = (f" [job's step {st[1] / st[0]:.2f}x, {1000 * st[0]:.0f} ms before]" if st else "") \
+                            + f" [load {os.getloadavg()[0]:.1f}]"
                     rows.append((kind, seed, rank, took, right, len(early), e and e.get("detail")))
                     print(f"{kind:8s} seed {seed} rank {rank}: "
                           + (f"{took:5.1f} s, {'right' if right else 'WRONG'} rank {e['ranks']}: {e.get('detail')}"
-                             if e else "no verdict in 120 s") + (f" ({len(early)} event(s) before the fault)" if early else ""),
-                          flush=True)
+                             if e else f"no verdict in {a.wait:g} s") + extra
+                          + (f" ({len(early)} event(s) before the fault)" if early else ""), flush=True)
                 finally:
                     if cleanup:
                         cleanup()
                     if w:
                         w.stop()
                     job.kill()
-    print("\nfault     median s  worst s  right  (goal)")
+    print("\nfault     median s  worst s  right  (goal; worst = the wait when one was missed)")
     for kind in dict.fromkeys(r[0] for r in rows):
         rs = [r for r in rows if r[0] == kind]
         ts = [r[3] for r in rs if r[3] is not None]
-        goal = KIND_GOAL["straggler" if kind.startswith(("slow", "cap")) else "rank_gone" if kind == "kill" else "hang"]
-        print(f"{kind:8s} {statistics.median(ts) if ts else float('nan'):8.1f} {max(ts) if ts else float('nan'):8.1f}"
+        goal = KIND_GOAL["straggler" if kind.startswith(("slow", "cap", "lag")) else "rank_gone" if kind == "kill" else "hang"]
+        ts_all = [r[3] if r[3] is not None and r[4] else a.wait for r in rs]  # a miss counts as the whole wait
+        print(f"{kind:8s} {statistics.median(ts_all):8.1f} {max(ts_all):8.1f}"
               f"  {sum(r[4] for r in rs)}/{len(rs)}  (≤ {goal:g} s)")
 
 
@@ -121,7 +163,8 @@ def healthy(a) -> None:
             job.kill()
     cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
     bad = [e for e in w.events if e["kind"] != "summary"]
-    print(f"healthy {a.nproc} ranks for {wall:.0f} s: {len(bad)} event(s) -> {len(bad) * 3600 / wall:.1f} per hour")
+    print(f"healthy {a.nproc} ranks for {wall:.0f} s (load average {os.getloadavg()[1]:.1f} over the last 5 min, "
+          f"{os.getloadavg()[2]:.1f} over 15): {len(bad)} event(s) -> {len(bad) * 3600 / wall:.1f} per hour")
     for e in bad:
         print("  ", e)
     print(f"watch CPU (itself + py-spy): {cpu:.2f} s = {100 * cpu / wall:.2f} % of a core, "
@@ -181,6 +224,76 @@ def fanin(a) -> None:
               f"senders' encoding, an upper bound) {100 * all_cpu / a.seconds:.1f} %", flush=True)
 
 
+def trace(a) -> None:
+    """Record what the judge is fed (watch/observe.py's rank dicts, one line a second) on a real job, with
+    the faults of --plan ([seconds after ready, fault-file spec | "none" | "cap:R:S" | "uncap"]) marked:
+    the straggler rule is then chosen by replaying the same traces with other settings."""
+    from ddpdoctor.watch.observe import NodeView
+    plan = json.loads(a.plan)
+    with tempfile.TemporaryDirectory() as tmp, open(a.out, "w") as out:
+        job = TrainJob(Path(tmp), nproc=a.nproc, seconds=a.seconds + 60)
+        cap = nv = None
+        try:
+            job.wait_ready()
+            nv = NodeView(job.proc.pid)
+            pids = {r.rank: p for p, r in nv.ranks.items()}
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < a.seconds:
+                now = time.monotonic()
+                while plan and now - t0 >= plan[0][0]:
+                    spec = plan.pop(0)[1]
+                    if spec.startswith("cap:"):
+                        _, r, share = spec.split(":")
+                        cap = CpuCap(pids[int(r)], float(share))
+                    elif spec == "uncap" and cap:
+                        cap.close()
+                        cap = None
+                    elif spec == "none":
+                        job.fault_file.unlink(missing_ok=True)
+                    else:
+                        job.fault(spec)
+                    out.write(json.dumps({"mark": spec, "t": now, "load": os.getloadavg()[0]}) + "\n")
+                obs = nv.observe(now, False)
+                out.write(json.dumps({"t": now, "obs": obs, "load": os.getloadavg()[0]}) + "\n")
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - now)))
+        finally:
+            if cap:
+                cap.close()
+            if nv:
+                nv.close()
+            job.kill()
+
+
+def replay(a) -> None:
+    """Each recorded trace through the judge with each straggler setting: the straggler/recovered events
+    (seconds from the trace's start, the rank), the faults' marks, false events per hour where no fault
+    was marked (a trace whose name starts with "healthy")."""
+    import itertools
+
+    from ddpdoctor.watch.judge import Judge
+    data = {f: [json.loads(ln) for ln in open(f)] for f in a.traces}
+    for f, rows in data.items():
+        t0 = rows[0]["t"]
+        marks = [f"{r['t'] - t0:.0f} {r['mark']}" for r in rows if "mark" in r]
+        loads = [r["load"] for r in rows if "load" in r]
+        print(f"{Path(f).name}: {(rows[-1]['t'] - t0) / 60:.1f} min, load {min(loads):.1f}-{max(loads):.1f}; "
+              f"marks: {', '.join(marks) or 'none'}")
+    grid = itertools.product([float(x) for x in a.lags.split(",")], [float(x) for x in a.persist.split(",")],
+                             [float(x) for x in a.windows.split(",")])
+    for lag, persist, win in grid:
+        out, false, hours = [], 0, 0.0
+        for f, rows in data.items():
+            j = Judge(strag_lag=lag, strag_persist=persist, strag_window=win)
+            t0 = rows[0]["t"]
+            ev = [e for r in rows if "obs" in r for e in j.feed(r["obs"], r["t"]) if e["kind"] in ("straggler", "recovered")]
+            if Path(f).name.startswith("healthy"):
+                false += sum(e["kind"] == "straggler" for e in ev)
+                hours += (rows[-1]["t"] - t0) / 3600
+            out.append(",".join(f"{e['t'] - t0:.0f}{'S' if e['kind'] == 'straggler' else 'R'}{e['ranks']}" for e in ev) or "-")
+        print(f"lag>={lag:.2f} for {persist:.0f} s, window {win:.0f} s: false {false / max(hours, 1e-9):.1f}/h | "
+              + " | ".join(out), flush=True)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -193,15 +306,26 @@ def main() -> None:
     f = sub.add_parser("faults")
     f.add_argument("--seeds", type=int, default=3)
     f.add_argument("--nproc", type=int, default=2)
-    f.add_argument("--kinds", default="sleep,stop,other,loader,kill,slow1.6,slow1.2")
+    f.add_argument("--kinds", default="sleep,stop,other,loader,kill,slow1.6,lag0.1,cap0.5")
+    f.add_argument("--wait", type=float, default=90, help="seconds to wait for the verdict")
     h = sub.add_parser("healthy")
     h.add_argument("--seconds", type=float, default=600)
     h.add_argument("--nproc", type=int, default=2)
     g = sub.add_parser("fanin")
     g.add_argument("--nodes", default="1,16,128,1000")
     g.add_argument("--seconds", type=float, default=10)
+    t = sub.add_parser("trace")
+    t.add_argument("out")
+    t.add_argument("--seconds", type=float, default=900)
+    t.add_argument("--nproc", type=int, default=2)
+    t.add_argument("--plan", default="[]")
+    r = sub.add_parser("replay")
+    r.add_argument("traces", nargs="+")
+    r.add_argument("--lags", default="0.06,0.08,0.10")
+    r.add_argument("--persist", default="20,25,30,40")
+    r.add_argument("--windows", default="15,20,30")
     a = ap.parse_args()
-    {"faults": faults, "healthy": healthy, "fanin": fanin}[a.cmd](a)
+    {"faults": faults, "healthy": healthy, "fanin": fanin, "trace": trace, "replay": replay}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ def test_two_nodes_healthy_say_nothing_then_the_rate_limited_node_is_named(slurm
         e = strag[0]
         assert e["hosts"] == ["node2"] and e["ranks"] == [1] and e["node"] == "node2", e
         assert "tbf on eth0 at 4 Mbit/s" in e["detail"], e
+        print(f"named in {e['at'] - t:.1f} s: {e['detail']}")
         assert e["at"] - t <= STRAGGLER_GOAL_S, e["at"] - t
         assert [x["kind"] for x in events] == ["straggler"], events  # nothing else, node1 not named
         assert p.poll() is None, "watch must leave the job running"

@@ -1,0 +1,234 @@
+"""Who keeps the others waiting while the job still runs: a straggler rank, or a node held back by its network.
+
+In a synchronous job every rank's step takes as long as the slowest rank's own part. A rank whose own
+part is L longer adds L to every other rank's wait inside the collective and L to its own busy time, so
+two independent measures estimate the same lag, as a share of the step time:
+- stack samples (watch/record.py: py-spy record, ≈80 a rank every 10 s): median(others' share of samples
+  inside a collective) - its share;
+- schedstat (watch/sample.py, every second): its main thread's busy share (on a CPU + waiting for one,
+  a CPU cap's throttling included) - median(others' busy share).
+Their expectation is exactly L/step (who arrives last at each step is noise that cancels in the
+difference); their mean halves the noise where both see the lag (computing, a CPU cap, a busy core), and
+a lag only the samples see (a rank asleep outside the collective: a starved DataLoader, I/O) counts at
+half its size. A rank is lagging at a judgement (every 5 s, over the last 20 s) when its lag is the
+largest and >= 8 % of the step; it is named a straggler when the same rank lagged at every judgement for
+30 s. A rank starved of CPU by other work on the machine is a straggler for the job too, but a transient
+one is not an event: on the loaded 2-core lab machine healthy ranks lagged 10-15 % for up to 25 s; the
+rule was chosen by replaying recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
+
+A node whose outgoing traffic is rate-limited (a shaper, `tc ... tbf`) makes every rank wait longer in
+its collective while no rank's own part is longer: no rank lags. Its egress shaper's `overlimits` grows
+while it holds the job's packets back (watch/sample.py qdiscs, read on each node); that node is named when
+it does so at every judgement for the same 30 s while the ranks wait in their collectives.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import Counter, deque
+from typing import Any, Mapping
+
+STRAGGLER_WINDOW_S = 20.0  # lag estimated over this (two 10 s record chunks of watch/record.py: ≈160 samples a rank)
+MIN_SAMPLES = 120
+STRAGGLER_LAG = 0.08      # share of every step the others wait for it (docs/watch.md: chosen on recorded traces)
+STRAGGLER_PERSIST_S = 30.0  # the same rank lagging at every judgement for this long
+STRAGGLER_EVERY_S = 5.0
+STRAGGLER_MIN_WAIT = 0.10  # ranks waiting in their collectives at least this share for a node to hold them back
+NET_HELD_PER_S = 5.0      # packets a second a node's egress shaper delays (overlimits) to hold the job back
+NET_KEY = "\0network"     # the open straggler is a node held back by its network (no host is named so)
+
+
+class StragglerJudge:
+    """The straggler half of watch/judge.py's Judge (which holds the ranks' tracks and makes the events)."""
+
+    def _init_straggler(self, lag: float, persist: float, window: float) -> None:
+        self.strag_lag, self.strag_persist, self.strag_window = lag, persist, window
+        self.straggler: dict[str, Any] | None = None  # the open straggler event
+        self._strag_seen: deque = deque(maxlen=200)   # (t, lagging rank or None, its lag) every judgement
+        self._strag_next = 0.0
+        self.qdisc: dict[str, deque] = {}   # host -> (t, {dev: shaper counters}) (watch/sample.py qdiscs)
+        self._net_seen: deque = deque(maxlen=200)   # (t, held-back host or None)
+
+    def _note_qdisc(self, host: str, qd: Mapping[str, Any], now: float) -> None:
+        q = self.qdisc.setdefault(host, deque(maxlen=120))
+        if not q or q[-1][0] != now:
+            q.append((now, qd))
+
+    # ------------------------------------------------------------------ straggler
+    def shares(self, now: float, window: float | None = None) -> dict[tuple, dict[str, float]]:
+        """Per rank over the window: `busy` the share of wall time its main thread was on a CPU or wanted
+        one (schedstat), `wait` the share of its stack samples inside a collective, the share of time its
+        main thread waited for a CPU (`delay`) and its cgroup throttled it (`throttled`)."""
+        window = self.strag_window if window is None else window
+        out = {}
+        for key, t in self.ranks.items():
+            if t.gone:
+                continue
+            tk = t.since(now - window)
+            dt = tk[-1][0] - tk[0][0] if len(tk) > 1 else 0.0
+            if dt < window * 0.6:
+                continue
+            # the record chunks that ended in the window, and older ones while they hold too few samples
+            # (a 10 s chunk ends every 10-11 s: a 20 s window holds one or two)
+            ch = [c for c in t.chunks if c[0] > now - window]
+            older = [c for c in t.chunks if now - 2 * window < c[0] <= now - window]
+            while older and sum(c[1] for c in ch) < MIN_SAMPLES:
+                ch.insert(0, older.pop())
+            n = sum(c[1] for c in ch)
+            busy = min(1.0, (tk[-1][1] - tk[0][1]) / 1e9 / dt)
+            delay = min(1.0, (tk[-1][2] - tk[0][2]) / 1e9 / dt)
+            same = [x for x in tk if x[6] == tk[-1][6]]  # since it entered its current cgroup
+            tdt = same[-1][0] - same[0][0] if len(same) > 1 else 0.0
+            thr = min(1.0, max(0, same[-1][5] - same[0][5]) / 1e9 / tdt) if tdt >= 5 else 0.0
+            wait = sum(c[2] for c in ch) / n if n >= MIN_SAMPLES else None
+            if wait is not None:
+                # a throttled process is frozen wherever it is, its collective's own threads included: the
+                # samples frozen inside the collective are its own lost time, not a wait for its peers
+                wait *= 1 - thr
+            out[key] = {"busy": busy, "wait": wait, "delay": delay, "throttled": thr, "samples": n,
+                        "cgroup": tk[-1][6]}
+        return out
+
+    @staticmethod
+    def lags(sh: Mapping[tuple, Mapping[str, Any]]) -> dict[tuple, float]:
+        """How much of every step the others wait for each rank, from two measures of the same thing.
+        In a synchronous job every rank's step takes as long as the slowest rank's own part; a rank that
+        takes L longer adds L to every other rank's wait in the collective and to its own busy time, so
+        per unit of wall time both `median(others' wait) - its wait` (stack samples) and `its busy -
+        median(others' busy)` (schedstat) estimate L over the step time (their expectation is exactly L:
+        the per-step noise of who arrives last cancels in the difference). The mean of the two halves
+        the noise where both see the lag (computing, a CPU cap, a busy core); a lag only the samples see
+        (a rank sleeping outside the collective: starved DataLoader, I/O) counts at half its size."""
+        out = {}
+        for k, v in sh.items():
+            others = [o for j, o in sh.items() if j != k]
+            if not others:
+                continue
+            d_busy = v["busy"] - statistics.median(o["busy"] for o in others)
+            ow = [o["wait"] for o in others if o["wait"] is not None]
+            if v["wait"] is None or not ow:
+                continue  # too few samples yet: no straggler is named on schedstat alone
+            d_wait = statistics.median(ow) - v["wait"]
+            out[k] = (d_busy + d_wait) / 2
+        return out
+
+    def _judge_straggler(self, now: float) -> list[dict[str, Any]]:
+        if now < self._strag_next:
+            return []
+        self._strag_next = now + STRAGGLER_EVERY_S
+        sh = self.shares(now)
+        net = self._judge_net(now, sh)
+        if net is not None:
+            return net
+        lag = self.lags(sh)
+        if len(lag) < 2:
+            self._strag_seen.clear()
+            return []
+        key = max(lag, key=lambda k: lag[k])
+        if self.straggler is not None:
+            k0 = self.straggler["_key"]
+            if k0 in lag and lag[k0] >= self.strag_lag / 2:
+                return []
+            self.straggler = None
+            self._strag_seen.clear()
+            return [self._event("recovered", [self.ranks[k0]], now, detail="no longer keeps the others waiting")]
+        self._strag_seen.append((now, key if lag[key] >= self.strag_lag else None, lag[key]))
+        # keep one judgement at or before the start of the persistence span (judgements come every 5-6 s)
+        while len(self._strag_seen) > 1 and self._strag_seen[1][0] <= now - self.strag_persist:
+            self._strag_seen.popleft()
+        seen = list(self._strag_seen)
+        if seen[0][0] > now - self.strag_persist or {s[1] for s in seen} != {key}:
+            return []
+        t = self.ranks[key]
+        v = sh[key]
+        others = [o for k, o in sh.items() if k != key]
+        med_wait = statistics.median(o["wait"] for o in others if o["wait"] is not None)
+        ratio = (1 - v["wait"]) / max(1 - med_wait, 1e-6)
+        mean_lag = statistics.fmean(s[2] for s in seen)
+        # a CPU cap: its cgroup throttled it (cpu.stat); a busy core: it waited for a CPU more than the others
+        if v["throttled"] >= 0.05 and v["throttled"] > 2 * statistics.median(o["throttled"] for o in others):
+            why = (f"throttled by a CPU cap {v['throttled']:.0%} of the time "
+                   f"(cgroup {v['cgroup']}: cpu.cfs_quota_us / cpu.max)")
+        elif v["delay"] >= 0.1 and v["delay"] > 1.5 * statistics.median(o["delay"] for o in others):
+            why = f"waiting for a CPU {v['delay']:.0%} of the time (a busy core)"
+        else:
+            why = ""
+        ev = self._event("straggler", [t], now,
+                         detail=f"the others wait for it {mean_lag:.0%} of every step (its own part {ratio:.2f}× the median's)",
+                         ratio=round(ratio, 3), lag=round(mean_lag, 3), extra_where=self._extra_where(key, now),
+                         cause=why, others_wait=round(med_wait, 3))
+        self.straggler = {"_key": key, **ev}
+        return [ev]
+
+    def held_back(self, now: float) -> dict[str, tuple[float, str, dict]]:
+        """Per host: its egress shaper's rate of delayed packets over the window (the most of its devices),
+        with the device and its last counters."""
+        out = {}
+        for host, q in self.qdisc.items():
+            a = [x for x in q if x[0] >= now - self.strag_window]
+            if len(a) < 2 or a[-1][0] - a[0][0] < self.strag_window * 0.5:
+                continue
+            dt = a[-1][0] - a[0][0]
+            best = (0.0, "", {})
+            for dev, row in a[-1][1].items():
+                old = a[0][1].get(dev)
+                if old and old.get("kind") == row.get("kind"):
+                    r = max(0, row["overlimits"] - old["overlimits"]) / dt
+                    if r > best[0]:
+                        best = (r, dev, row)
+            out[host] = best
+        return out
+
+    def _judge_net(self, now: float, sh) -> list[dict[str, Any]] | None:
+        """A node whose outgoing traffic is rate-limited: every rank waits in its collective (no rank's own
+        part is longer) while that node's egress shaper keeps delaying packets (its overlimits grow), at
+        every judgement for the persistence span. None: nothing to say here (judge the ranks)."""
+        hb = self.held_back(now)
+        waits = [v["wait"] for v in sh.values() if v["wait"] is not None]
+        med_wait = statistics.median(waits) if waits else 0.0
+        host = max(hb, key=lambda h: hb[h][0]) if hb else None
+        held = host if host and hb[host][0] >= NET_HELD_PER_S and med_wait >= STRAGGLER_MIN_WAIT else None
+        if self.straggler is not None and self.straggler["_key"][0] == NET_KEY:
+            h0 = self.straggler["_key"][1]
+            if h0 in hb and hb[h0][0] >= NET_HELD_PER_S / 2:
+                return []
+            self.straggler = None
+            self._net_seen.clear()
+            return [self._event("recovered", [t for t in self.alive() if t.host == h0], now,
+                                detail="its egress is no longer held back")]
+        self._net_seen.append((now, held))
+        while len(self._net_seen) > 1 and self._net_seen[1][0] <= now - self.strag_persist:
+            self._net_seen.popleft()
+        seen = list(self._net_seen)
+        if held is None or self.straggler is not None:
+            return None
+        if seen[0][0] > now - self.strag_persist or {x[1] for x in seen} != {held}:
+            return []  # a node may be held back: no rank straggler is judged meanwhile
+        rate, dev, row = hb[held]
+        limit = f" at {row['rate'] * 8 / 1e6:g} Mbit/s" if row.get("rate") else ""
+        tracks = [t for t in self.alive() if t.host == held]
+        ev = self._event("straggler", tracks, now,
+                         detail=(f"its outgoing traffic is rate-limited: {row['kind']} on {dev}{limit} delays "
+                                 f"{rate:.0f} packets/s; every rank waits in its collective {med_wait:.0%} of the time"),
+                         ratio=None, lag=round(med_wait, 3), extra_where="",
+                         cause=f"network: the egress shaper of {held} (tc -s qdisc show dev {dev})",
+                         others_wait=round(med_wait, 3), node=held)
+        self.straggler = {"_key": (NET_KEY, held), **ev}
+        return [ev]
+
+    def _extra_where(self, key, now) -> str:
+        """Where the straggler spends the time the others do not: the line whose share of its samples
+        exceeds the median share of the others' samples the most."""
+        def shares(t):
+            c: Counter = Counter()
+            n = 0
+            for ch in t.chunks:
+                if ch[0] > now - self.strag_window:
+                    c.update(ch[3])
+                    n += ch[1]
+            return {k: v / max(n, 1) for k, v in c.items() if k != "?"}
+        mine = shares(self.ranks[key])
+        if not mine:
+            return ""
+        theirs = [shares(t) for k, t in self.ranks.items() if k != key and not t.gone]
+        return max(mine, key=lambda w: mine[w] - (statistics.median(s.get(w, 0.0) for s in theirs) if theirs else 0))
+
