@@ -9,7 +9,7 @@
 
 faults: per fault and seed, the time from injection (the fault file written, the signal sent, the
 cgroup cap applied) to the verdict line, and whether the right rank was named. A seed changes when
-the fault is injected (10 + 7*seed s after the job is ready) and which rank gets it. Straggler faults:
+the fault is injected (30 + 5*seed s after watch started: its windows full, as beside a long job) and which rank gets it. Straggler faults:
 `slowF` (F times the matmuls in augment_batch), `lagX` (X of the healthy step time more, every step: "+10 %
 step time" is lag0.1), `capS` (a cgroup v1 CPU cap at S times the CPU the rank used in the 5 s before).
 Each straggler row also prints the job's own step time after the fault over before (from its log), the
@@ -76,7 +76,7 @@ def _cpu_s(pid: int) -> float:
 
 def step_times(log: Path, t_fault: float, span: float = 60.0) -> tuple[float, float] | None:
     """The job's mean step time in the `span` s before the fault and from 10 s after it to now (its own log
-    lines `rank 0 step N at T`, every 100 steps): the slowdown the job had, whatever the load."""
+    lines `rank 0 step N at T`, every 20 steps): the slowdown the job had, whatever the load."""
     pts = []
     for ln in log.read_text().splitlines():
         p = ln.split()
@@ -105,7 +105,7 @@ def faults(a) -> None:
                 try:
                     job.wait_ready()
                     w = Watch("--pid", str(job.proc.pid))
-                    time.sleep(10 + 7 * seed)
+                    time.sleep(30 + 5 * seed)  # a watch that has run a while: its windows full
                     early = [e for e in w.events if e["kind"] != "summary"]
                     want, cleanup = inject(job, kind, rank)
                     t = time.monotonic()  # after the cap's 5 s measurement; a fault file is read within a step

@@ -125,7 +125,7 @@ def test_a_rank_with_more_work_per_step_is_named_a_straggler_with_its_line(job):
     j.wait_ready()
     w = Watch("--pid", str(j.proc.pid))
     try:
-        time.sleep(5)
+        time.sleep(15)  # watch's lag windows fill (20 s); the verdict needs 40 s of lagging after that
         t = j.fault("slow:1:1.6")  # rank 1's augment_batch does 1.6x the matmuls
         e = w.wait_for("straggler", STRAGGLER_GOAL_S + 5, after=t)
         assert e is not None, (w.events, j.log.read_text()[-1500:])
@@ -154,8 +154,8 @@ def test_a_rank_capped_to_half_its_cpu_is_named_a_straggler_throttled_by_its_cap
     try:
         pid = j.rank_pid(0)
         c0 = _cpu_s(pid)
-        time.sleep(5)
-        used = (_cpu_s(pid) - c0) / 5  # what it gets on this machine now, whatever the load
+        time.sleep(15)  # watch's lag windows fill (20 s); the verdict needs 40 s of lagging after that
+        used = (_cpu_s(pid) - c0) / 15  # what it gets on this machine now, whatever the load
         t = time.monotonic()
         cap = CpuCap(pid, max(0.03, used / 2))
         e = w.wait_for("straggler", STRAGGLER_GOAL_S + 5, after=t)

@@ -11,15 +11,15 @@ Their expectation is exactly L/step (who arrives last at each step is noise that
 difference); their mean halves the noise where both see the lag (computing, a CPU cap, a busy core), and
 a lag only the samples see (a rank asleep outside the collective: a starved DataLoader, I/O) counts at
 half its size. A rank is lagging at a judgement (every 5 s, over the last 20 s) when its lag is the
-largest and >= 8 % of the step; it is named a straggler when the same rank lagged at every judgement for
-30 s. A rank starved of CPU by other work on the machine is a straggler for the job too, but a transient
-one is not an event: on the loaded 2-core lab machine healthy ranks lagged 10-15 % for up to 25 s; the
+largest and >= 10 % of the step; it is named a straggler when the same rank lagged at every judgement for
+40 s. A rank starved of CPU by other work on the machine is a straggler for the job too, but a transient
+one is not an event: on the loaded 2-core lab machine healthy ranks lagged 10-18 % for up to 40 s; the
 rule was chosen by replaying recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
 
 A node whose outgoing traffic is rate-limited (a shaper, `tc ... tbf`) makes every rank wait longer in
 its collective while no rank's own part is longer: no rank lags. Its egress shaper's `overlimits` grows
 while it holds the job's packets back (watch/sample.py qdiscs, read on each node); that node is named when
-it does so at every judgement for the same 30 s while the ranks wait in their collectives.
+it does so at every judgement for 20 s while the ranks wait in their collectives.
 """
 from __future__ import annotations
 
@@ -29,11 +29,13 @@ from typing import Any, Mapping
 
 STRAGGLER_WINDOW_S = 20.0  # lag estimated over this (two 10 s record chunks of watch/record.py: ≈160 samples a rank)
 MIN_SAMPLES = 120
-STRAGGLER_LAG = 0.08      # share of every step the others wait for it (docs/watch.md: chosen on recorded traces)
-STRAGGLER_PERSIST_S = 30.0  # the same rank lagging at every judgement for this long
+STRAGGLER_LAG = 0.10      # share of every step the others wait for it (docs/watch.md: chosen on recorded traces)
+STRAGGLER_PERSIST_S = 40.0  # the same rank lagging at every judgement for this long (healthy ranks: up to 40 s)
 STRAGGLER_EVERY_S = 5.0
 STRAGGLER_MIN_WAIT = 0.10  # ranks waiting in their collectives at least this share for a node to hold them back
 NET_HELD_PER_S = 5.0      # packets a second a node's egress shaper delays (overlimits) to hold the job back
+NET_PERSIST_S = 20.0      # ... at every judgement for this long: no shaper, no overlimits (no noise to outlast,
+                          # unlike CPU shares); a burst that fills the bucket for a few seconds is not named
 NET_KEY = "\0network"     # the open straggler is a node held back by its network (no host is named so)
 
 
@@ -196,12 +198,12 @@ class StragglerJudge:
             return [self._event("recovered", [t for t in self.alive() if t.host == h0], now,
                                 detail="its egress is no longer held back")]
         self._net_seen.append((now, held))
-        while len(self._net_seen) > 1 and self._net_seen[1][0] <= now - self.strag_persist:
+        while len(self._net_seen) > 1 and self._net_seen[1][0] <= now - NET_PERSIST_S:
             self._net_seen.popleft()
         seen = list(self._net_seen)
         if held is None or self.straggler is not None:
             return None
-        if seen[0][0] > now - self.strag_persist or {x[1] for x in seen} != {held}:
+        if seen[0][0] > now - NET_PERSIST_S or {x[1] for x in seen} != {held}:
             return []  # a node may be held back: no rank straggler is judged meanwhile
         rate, dev, row = hb[held]
         limit = f" at {row['rate'] * 8 / 1e6:g} Mbit/s" if row.get("rate") else ""
