@@ -23,7 +23,9 @@ pytest.importorskip("torch")
 WRAP = ('export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS LOCAL_WORLD_SIZE=1 '
         'MASTER_ADDR=node1 MASTER_PORT=29512 OMP_NUM_THREADS=1; exec "$0" "$@"')
 STRAGGLER_GOAL_S = 60.0
-HEALTHY_S = 25.0
+HEALTHY_S = 45.0  # watch from the job's start: a hang could be misjudged from 6 s, a straggler only from ~60 s
+                  # (20 s window + 40 s of lagging): zero false stragglers an hour is measured by
+                  # benchmarks/bench_watch.py healthy (>= 10 min), not by a CI-length test
 
 
 @pytest.fixture
