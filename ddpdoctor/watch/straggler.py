@@ -150,7 +150,10 @@ class StragglerJudge:
         if v["throttled"] >= 0.05 and v["throttled"] > 2 * statistics.median(o["throttled"] for o in others):
             why = (f"throttled by a CPU cap {v['throttled']:.0%} of the time "
                    f"(cgroup {v['cgroup']}: cpu.cfs_quota_us / cpu.max)")
-        elif v["delay"] >= 0.1 and v["delay"] > 1.5 * statistics.median(o["delay"] for o in others):
+        elif (v["delay"] >= 0.1 and v["delay"] > 1.5 * statistics.median(o["delay"] for o in others)
+              and v["busy"] - v["delay"] <= 1.1 * statistics.median(o["busy"] - o["delay"] for o in others)):
+            # it waited for a CPU more, and was not on a CPU more: a busy core, not more work (a rank that
+            # computes more also waits longer for a CPU on a loaded machine, in proportion)
             why = f"waiting for a CPU {v['delay']:.0%} of the time (a busy core)"
         else:
             why = ""
