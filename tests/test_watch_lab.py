@@ -120,19 +120,23 @@ def test_a_rank_stuck_in_its_dataloader_worker_names_the_worker_line(job):
 STRAGGLER_GOAL_S = 60.0
 
 
-def test_a_rank_with_more_work_per_step_is_named_a_straggler_with_its_line(job):
+def test_a_rank_computing_longer_every_step_is_named_a_straggler_with_its_line(job):
+    """`lag:1:0.3`: rank 1 computes 30 % of the healthy step longer every step (matmuls for that long).
+    The fault this replaced, 1.6x the matmuls of augment_batch, is +4-12 % of the step depending on the
+    machine's load (its matmuls are a small part of a step on a quiet machine): at or under the 10 %
+    the straggler rule needs, so it was missed on a quiet machine (benchmarks: slow1.6)."""
     j = job(nproc=2, seconds=150)
     j.wait_ready()
     w = Watch("--pid", str(j.proc.pid))
     try:
         time.sleep(15)  # watch's lag windows fill (20 s); the verdict needs 40 s of lagging after that
-        t = j.fault("slow:1:1.6")  # rank 1's augment_batch does 1.6x the matmuls
+        t = j.fault("lag:1:0.3")
         e = w.wait_for("straggler", STRAGGLER_GOAL_S + 5, after=t)
         assert e is not None, (w.events, j.log.read_text()[-1500:])
         print(f"named in {e['at'] - t:.1f} s: {e['detail']}")
-        assert e["ranks"] == [1] and e["ratio"] >= 1.1 and e["lag"] >= 0.05, e
+        assert e["ranks"] == [1] and e["ratio"] >= 1.1 and e["lag"] >= 0.1, e
         assert e["at"] - t <= STRAGGLER_GOAL_S, e
-        # the line is a hint: under CPU contention the blocked "device" line can outweigh augment_batch
+        # the line is a hint: under CPU contention the blocked "device" line can outweigh the lag's line
         # (seen on the loaded lab machine); the unit test pins the attribution on clean data
         assert e["extra_where"].split(" ")[1].startswith("train.py:"), e
         assert [x["kind"] for x in w.events] == ["straggler"], w.events  # nothing before it
