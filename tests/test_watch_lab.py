@@ -117,7 +117,9 @@ def test_a_rank_stuck_in_its_dataloader_worker_names_the_worker_line(job):
         w.stop()
 
 
-STRAGGLER_GOAL_S = 60.0
+STRAGGLER_GOAL_S = 60.0   # the goal, measured over seeds by benchmarks/bench_watch.py faults
+STRAGGLER_BOUND_S = 80.0  # what a test asserts: the goal plus room for a loaded CI machine (a regression
+                          # to the old ~70 s confirmation plus a window would still fail it)
 
 
 def test_a_rank_computing_longer_every_step_is_named_a_straggler_with_its_line(job):
@@ -131,11 +133,11 @@ def test_a_rank_computing_longer_every_step_is_named_a_straggler_with_its_line(j
     try:
         time.sleep(15)  # watch's lag windows fill (20 s); the verdict needs 40 s of lagging after that
         t = j.fault("lag:1:0.3")
-        e = w.wait_for("straggler", STRAGGLER_GOAL_S + 5, after=t)
+        e = w.wait_for("straggler", STRAGGLER_BOUND_S + 3, after=t)
         assert e is not None, (w.events, j.log.read_text()[-1500:])
         print(f"named in {e['at'] - t:.1f} s: {e['detail']}")
         assert e["ranks"] == [1] and e["ratio"] >= 1.1 and e["lag"] >= 0.1, e
-        assert e["at"] - t <= STRAGGLER_GOAL_S, e
+        assert e["at"] - t <= STRAGGLER_BOUND_S, e
         # the line is a hint: under CPU contention the blocked "device" line can outweigh the lag's line
         # (seen on the loaded lab machine); the unit test pins the attribution on clean data
         assert e["extra_where"].split(" ")[1].startswith("train.py:"), e
@@ -162,10 +164,10 @@ def test_a_rank_capped_to_half_its_cpu_is_named_a_straggler_throttled_by_its_cap
         used = (_cpu_s(pid) - c0) / 15  # what it gets on this machine now, whatever the load
         t = time.monotonic()
         cap = CpuCap(pid, max(0.03, used / 2))
-        e = w.wait_for("straggler", STRAGGLER_GOAL_S + 5, after=t)
+        e = w.wait_for("straggler", STRAGGLER_BOUND_S + 3, after=t)
         assert e is not None, (used, w.events)
         print(f"named in {e['at'] - t:.1f} s: {e['detail']}; {e['cause']}")
-        assert e["ranks"] == [0] and e["at"] - t <= STRAGGLER_GOAL_S, e
+        assert e["ranks"] == [0] and e["at"] - t <= STRAGGLER_BOUND_S, e
         assert "throttled by a CPU cap" in e["cause"] and cap.dir.name in e["cause"], e
         assert [x["kind"] for x in w.events] == ["straggler"], w.events
     finally:
