@@ -32,4 +32,5 @@ if "$LAUNCHERS/bin/python" -c "import accelerate, deepspeed" 2>/dev/null; then
   export DDPDOCTOR_LAUNCHER_PYTHON="$LAUNCHERS/bin/python"
 fi
 
-exec "$PY" -m pytest -q -p no:cacheprovider "$@"
+# --durations: the slowest tests in every CI log, to keep the run under its 30 minutes
+exec "$PY" -m pytest -q -p no:cacheprovider --durations=25 "$@"
