@@ -6,6 +6,7 @@
     python3 benchmarks/bench_watch.py fanin [--nodes 1,16,128,1000]          --gather's first node vs senders
     python3 benchmarks/bench_watch.py trace OUT.jsonl [--seconds 900] [--plan '[[60,"lag:1:0.1"],[180,"none"]]']
     python3 benchmarks/bench_watch.py replay A.jsonl B.jsonl ...             straggler rule vs recorded traces
+    python3 benchmarks/bench_watch.py replay ... --thin 0.5 --seed 3         ... as if py-spy sampled at half the rate
 
 faults: per fault and seed, the time from injection (the fault file written, the signal sent, the
 cgroup cap applied) to the verdict line, and whether the right rank was named. A seed changes when
@@ -269,8 +270,10 @@ def replay(a) -> None:
     (seconds from the trace's start, the rank), the faults' marks, false events per hour where no fault
     was marked (a trace whose name starts with "healthy")."""
     import itertools
+    import random
 
     from ddpdoctor.watch.judge import Judge
+    from ddpdoctor.watch.straggler import MIN_SAMPLES
     data = {f: [json.loads(ln) for ln in open(f)] for f in a.traces}
     for f, rows in data.items():
         t0 = rows[0]["t"]
@@ -278,14 +281,28 @@ def replay(a) -> None:
         loads = [r["load"] for r in rows if "load" in r]
         print(f"{Path(f).name}: {(rows[-1]['t'] - t0) / 60:.1f} min, load {min(loads):.1f}-{max(loads):.1f}; "
               f"marks: {', '.join(marks) or 'none'}")
+
+    def thin(rec, rnd):
+        # as if py-spy had sampled at `a.thin` times the recorded rate: keep each sample with that probability
+        w = sum(rnd.random() < a.thin for _ in range(rec["wait"]))
+        return {**rec, "n": w + sum(rnd.random() < a.thin for _ in range(rec["n"] - rec["wait"])), "wait": w}
     grid = itertools.product([float(x) for x in a.lags.split(",")], [float(x) for x in a.persist.split(",")],
                              [float(x) for x in a.windows.split(",")])
     for lag, persist, win in grid:
         out, false, hours = [], 0, 0.0
         for f, rows in data.items():
             j = Judge(strag_lag=lag, strag_persist=persist, strag_window=win)
+            j.min_samples = MIN_SAMPLES * a.thin
             t0 = rows[0]["t"]
-            ev = [e for r in rows if "obs" in r for e in j.feed(r["obs"], r["t"]) if e["kind"] in ("straggler", "recovered")]
+            rnd = random.Random(a.seed)
+            ev = []
+            for r in rows:
+                if "obs" not in r:
+                    continue
+                obs = r["obs"]
+                if a.thin < 1:
+                    obs = [{**o, "rec": thin(o["rec"], rnd)} if o.get("rec") and o["rec"].get("n") else o for o in obs]
+                ev += [e for e in j.feed(obs, r["t"]) if e["kind"] in ("straggler", "recovered")]
             if Path(f).name.startswith("healthy"):
                 false += sum(e["kind"] == "straggler" for e in ev)
                 hours += (rows[-1]["t"] - t0) / 3600
@@ -324,6 +341,9 @@ def main() -> None:
     r.add_argument("--lags", default="0.06,0.08,0.10")
     r.add_argument("--persist", default="20,25,30,40")
     r.add_argument("--windows", default="15,20,30")
+    r.add_argument("--thin", type=float, default=1.0,
+                   help="keep this share of each chunk's samples (0.5: as if py-spy record ran at half the rate)")
+    r.add_argument("--seed", type=int, default=0, help="of --thin's draws")
     a = ap.parse_args()
     {"faults": faults, "healthy": healthy, "fanin": fanin, "trace": trace, "replay": replay}[a.cmd](a)
 

@@ -44,6 +44,7 @@ class StragglerJudge:
 
     def _init_straggler(self, lag: float, persist: float, window: float) -> None:
         self.strag_lag, self.strag_persist, self.strag_window = lag, persist, window
+        self.min_samples = MIN_SAMPLES  # bench_watch.py replay --thin lowers it with the simulated rate
         self.straggler: dict[str, Any] | None = None  # the open straggler event
         self._strag_seen: deque = deque(maxlen=200)   # (t, lagging rank or None, its lag) every judgement
         self._strag_next = 0.0
@@ -73,7 +74,7 @@ class StragglerJudge:
             # (a 10 s chunk ends every 10-11 s: a 20 s window holds one or two)
             ch = [c for c in t.chunks if c[0] > now - window]
             older = [c for c in t.chunks if now - 2 * window < c[0] <= now - window]
-            while older and sum(c[1] for c in ch) < MIN_SAMPLES:
+            while older and sum(c[1] for c in ch) < self.min_samples:
                 ch.insert(0, older.pop())
             n = sum(c[1] for c in ch)
             busy = min(1.0, (tk[-1][1] - tk[0][1]) / 1e9 / dt)
@@ -81,7 +82,7 @@ class StragglerJudge:
             same = [x for x in tk if x[6] == tk[-1][6]]  # since it entered its current cgroup
             tdt = same[-1][0] - same[0][0] if len(same) > 1 else 0.0
             thr = min(1.0, max(0, same[-1][5] - same[0][5]) / 1e9 / tdt) if tdt >= 5 else 0.0
-            wait = sum(c[2] for c in ch) / n if n >= MIN_SAMPLES else None
+            wait = sum(c[2] for c in ch) / n if n >= self.min_samples else None
             if wait is not None:
                 # a throttled process is frozen wherever it is, its collective's own threads included: the
                 # samples frozen inside the collective are its own lost time, not a wait for its peers
