@@ -3,10 +3,14 @@
 The same dicts are judged locally (watch/judge.py) or sent to the first node (`--gather`).
 Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
 - /proc of every rank every tick (1 s);
-- one stack sample of every rank every STACK_EVERY_S (8 s), and every DENSE_EVERY_S while a rank's main
-  thread has stopped moving (that is when a hang must be confirmed within seconds);
+- one stack sample of every rank every STACK_EVERY_S (16 s), and every DENSE_EVERY_S while a rank's main
+  thread has stopped moving (that is when a hang must be confirmed within seconds: a hang's verdict needs
+  only the dense samples, so the slow schedule costs no time; a `py-spy dump` is ≈23 ms of CPU with torch
+  loaded, measured beside a 2-rank job: every 8 s that was 0.3 % of a core per rank, every 16 s 0.15 %);
 - a rank whose main thread waits in a DataLoader: its worker processes too (where the batch is stuck);
-- which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers);
+- which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers; a whole-/proc
+  scan, ≈12 ms on a machine running a few hundred processes: every 10 s, not every tick); each rank's CPU
+  cgroup again every CGROUP_EVERY_S (a cap may be applied later; two small reads a rank);
 - the node's egress shapers' counters every QDISC_EVERY_S (a node whose outgoing traffic is rate-limited).
 """
 from __future__ import annotations
@@ -23,9 +27,10 @@ from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
 from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, qdiscs, stacks, throttled_ns
 
-STACK_EVERY_S = 8.0
+STACK_EVERY_S = 16.0
 DENSE_EVERY_S = 2.0
-FIND_EVERY_S = 5.0
+FIND_EVERY_S = 10.0
+CGROUP_EVERY_S = 5.0
 QDISC_EVERY_S = 5.0   # the node's egress shapers (`tc -s -j qdisc show`, ≈4 ms a run): a rate-limited node
 
 
@@ -51,12 +56,12 @@ class NodeView:
         self.recorder = Recorder() if record else None
         self.cgroup: dict[int, str | None] = {}
         self._next_qdisc = 0.0
+        self._next_cgroup = time.monotonic() + CGROUP_EVERY_S
 
     def refind(self, now: float) -> None:
         if now < self._next_find:
             return
         self._next_find = now + FIND_EVERY_S
-        self.cgroup.clear()
         try:
             job, found, others = rankmod.find(self.pid if self.pid in self.ranks or self.pid is None else None)
         except rankmod.NoJob:
@@ -74,6 +79,9 @@ class NodeView:
 
     def observe(self, now: float, want_stacks: bool) -> list[dict[str, Any]]:
         self.refind(now)
+        if now >= self._next_cgroup:
+            self._next_cgroup = now + CGROUP_EVERY_S
+            self.cgroup.clear()
         live = [pid for pid in self.ranks if pid not in self.reported_gone]
         take = now >= self._next_stack or (want_stacks and now >= self._next_stack - (STACK_EVERY_S - DENSE_EVERY_S))
         samples = {}
@@ -96,7 +104,7 @@ class NodeView:
         for pid in live:
             r = self.ranks[pid]
             tk = proc_tick(pid, now)
-            if pid not in self.cgroup:  # cleared every FIND_EVERY_S: a cap may be applied later
+            if pid not in self.cgroup:  # cleared every CGROUP_EVERY_S: a cap may be applied later
                 self.cgroup[pid] = cpu_stat_path(pid)
             rec = {"rank": r.rank, "host": self.host, "pid": pid, "world_size": r.world_size,
                    "local_rank": r.local_rank, "state": tk.state, "run_ns": tk.run_ns, "delay_ns": tk.delay_ns,
