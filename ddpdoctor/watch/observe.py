@@ -3,10 +3,11 @@
 The same dicts are judged locally (watch/judge.py) or sent to the first node (`--gather`).
 Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
 - /proc of every rank every tick (1 s);
-- one stack sample of every rank every STACK_EVERY_S (16 s), and every DENSE_EVERY_S while a rank's main
+- one stack sample of every rank every STACK_EVERY_S (30 s), and every DENSE_EVERY_S while a rank's main
   thread has stopped moving (that is when a hang must be confirmed within seconds: a hang's verdict needs
-  only the dense samples, so the slow schedule costs no time; a `py-spy dump` is ≈23 ms of CPU with torch
-  loaded, measured beside a 2-rank job: every 8 s that was 0.3 % of a core per rank, every 16 s 0.15 %);
+  only the dense samples, so the slow schedule costs no time, and while every rank moves the straggler
+  judgement reads py-spy record's samples, not these; a `py-spy dump` is ≈23 ms of CPU with torch loaded,
+  measured beside a 2-rank job: every 8 s that was 0.3 % of a core per rank, every 30 s 0.08 %);
 - a rank whose main thread waits in a DataLoader: its worker processes too (where the batch is stuck);
 - which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers; a whole-/proc
   scan, ≈12 ms on a machine running a few hundred processes: every 10 s, not every tick); each rank's CPU
@@ -27,7 +28,7 @@ from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
 from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, qdiscs, stacks, throttled_ns
 
-STACK_EVERY_S = 16.0
+STACK_EVERY_S = 30.0
 DENSE_EVERY_S = 2.0
 FIND_EVERY_S = 10.0
 CGROUP_EVERY_S = 5.0

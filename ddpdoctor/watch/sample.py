@@ -10,8 +10,8 @@ Per rank, every tick (≈1 s), from /proc only (≈40 µs a rank; benchmarks/ben
 - the whole process's CPU ticks and I/O counters (/proc/<pid>/io rchar+wchar: read/write on sockets and
   files), which move while a rank reads data or talks to its peers.
 Stacks: `py-spy dump --nonblocking` (probes/pyspy.py) of the main thread costs ≈23 ms of CPU (measured
-with torch loaded, beside a 2-rank job): at one dump per rank every 16 s (watch/observe.py) that is
-0.15 % of a core per rank.
+with torch loaded, beside a 2-rank job): at one dump per rank every 30 s while every rank moves (watch/observe.py)
+that is 0.08 % of a core per rank.
 """
 from __future__ import annotations
 
