@@ -16,7 +16,7 @@ from typing import BinaryIO
 from ddpdoctor import catalog
 from ddpdoctor.catalog.model import Confirm
 from ddpdoctor.logscan.matcher import Matcher, ScanStats
-from ddpdoctor.logscan.reader import CorruptInput
+from ddpdoctor.logscan.reader import CHUNK, CorruptInput
 from ddpdoctor.logscan.ranker import Collector, Diagnosis, Evidence, diagnose
 
 _MATCHER: Matcher | None = None
@@ -48,6 +48,11 @@ class _OutOfTime(Exception):
     """Raised from the scan's per-block callback when the deadline has passed (stops the scan generator)."""
 
 
+# With a deadline, blocks of 1 MiB: the check between blocks then lands within ~0.3 s of it even on a log where
+# every line matches (~60 us a line with the watchdog tap); a 300 MB ordinary log scans no slower than in 4 MiB
+# blocks (0.9 s against 1.1-1.3 s of CPU here).
+DEADLINE_CHUNK = 1 << 20
+
 # A cut log may hide its cause in the part not read (the failure is usually near a log's end): nothing read
 # before the cut is given with more than low confidence (ranker.UNDECIDED_MAX, below render.LOW).
 CUT_NOTE = ("read in part: the deadline passed before the end of the log; the cause may be in the part "
@@ -75,7 +80,7 @@ def explain_stream(stream: BinaryIO, source: str = "-", progress=None, stop_at: 
     try:
         if not cut:
             for lm in m.scan(stream, stats, progress=tick if (progress or stop_at is not None) else None,
-                             saturated=col.saturated):
+                             saturated=col.saturated, chunk=CHUNK if stop_at is None else DEADLINE_CHUNK):
                 col.add(lm)
     except CorruptInput as e:  # explain what was readable; the caller reports the damage
         damaged = str(e)
