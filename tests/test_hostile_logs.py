@@ -158,10 +158,12 @@ def test_a_150_mb_log_where_every_line_matches_is_cut_at_the_deadline(tmp_path):
     assert "the rest was not read: rerun with --deadline" in cut["message"]
     assert doc["diagnoses"] and all(d["low_confidence"] for d in doc["diagnoses"]), doc["diagnoses"]
     assert doc["exit_code"] == o.returncode  # the verdict's exit code, not an error's
-    o = run_bounded(["explain", "--log", str(path), "--deadline", "1"])
+    # one deadline for all the logs given: the second is not read, and says why
+    o = run_bounded(["explain", "--log", str(path), "--log", str(path), "--deadline", "1"])
     assert_bounded(o, codes=(0, 1))
     head = o.stdout.splitlines()[:2]
     assert "The deadline (1 s) passed" in head[1] and f"of {total / 1e6:,.0f} MB" in head[1], head
+    assert "passed before this log was read" in o.stdout, o.stdout[-2000:]
 
 
 def test_an_ordinary_log_is_read_whole_within_the_default_deadline(tmp_path):

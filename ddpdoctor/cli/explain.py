@@ -334,8 +334,12 @@ def _cut_note(ex, total: int, deadline: float) -> tuple[dict, str]:
         need, of = deadline * 10, ""
     need = int(math.ceil(need / 10.0) * 10)
     rerun = f"rerun with --deadline {need} to read it all"
-    text = (f"The deadline ({deadline:g} s) passed: read {ex.lines:,} lines, {ex.bytes / 1e6:,.0f} MB{of}; the rest "
-            f"was not read: {rerun}. What follows comes from the part read, at most low confidence.")
+    if not ex.bytes:  # several logs: the ones before this took the whole deadline
+        text = (f"The deadline ({deadline:g} s) passed before this log was read (the logs before it took it): "
+                f"nothing of it was read: {rerun}.")
+    else:
+        text = (f"The deadline ({deadline:g} s) passed: read {ex.lines:,} lines, {ex.bytes / 1e6:,.0f} MB{of}; the rest "
+                f"was not read: {rerun}. What follows comes from the part read, at most low confidence.")
     return {"deadline_s": deadline, "bytes_read": ex.bytes, "lines_read": ex.lines, "bytes_total": total or None,
             "complete": False, "message": text, "rerun": f"--deadline {need}"}, text
 
