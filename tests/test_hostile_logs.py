@@ -141,6 +141,40 @@ def test_a_log_where_every_line_matches_is_within_the_bounds(tmp_path):
     assert "NCCL_COLLECTIVE_TIMEOUT" in json.dumps(doc)
 
 
+def test_a_150_mb_log_where_every_line_matches_is_cut_at_the_deadline(tmp_path):
+    # 150 MB, 660 k matching lines: more than any machine reads in 3 s (~12 us a line of scan, as much again
+    # for the watchdog tap). The verdict comes within the bounds from what was read, and says it is partial.
+    block = _every_line_matches(6_600)
+    path = tmp_path / "job.log"
+    with open(path, "wb") as f:
+        for _ in range(100):
+            f.write(block)
+    total = path.stat().st_size
+    o = run_bounded(["explain", "--log", str(path), "--json", "--deadline", "3"])
+    assert_bounded(o, codes=(0, 1))
+    doc = json.loads(o.stdout)
+    cut = doc["cut"]
+    assert cut["complete"] is False and cut["bytes_total"] == total and 0 < cut["bytes_read"] < total, cut
+    assert "the rest was not read: rerun with --deadline" in cut["message"]
+    assert doc["diagnoses"] and all(d["low_confidence"] for d in doc["diagnoses"]), doc["diagnoses"]
+    assert doc["exit_code"] == o.returncode  # the verdict's exit code, not an error's
+    # one deadline for all the logs given: the second is not read, and says why
+    o = run_bounded(["explain", "--log", str(path), "--log", str(path), "--deadline", "1"])
+    assert_bounded(o, codes=(0, 1))
+    head = o.stdout.splitlines()[:2]
+    assert "The deadline (1 s) passed" in head[1] and f"of {total / 1e6:,.0f} MB" in head[1], head
+    assert "passed before this log was read" in o.stdout, o.stdout[-2000:]
+
+
+def test_an_ordinary_log_is_read_whole_within_the_default_deadline(tmp_path):
+    path = tmp_path / "job.log"
+    path.write_bytes(b"step 1 loss 0.5\n" * 50_000 + b"RuntimeError: Connection reset by peer\n")
+    o = run_bounded(["explain", "--log", str(path), "--json"])
+    assert_bounded(o, codes=(0, 1))
+    doc = json.loads(o.stdout)
+    assert "cut" not in doc and doc["lines"] == 50_001
+
+
 @pytest.mark.parametrize("n", [4_000])
 def test_work_per_matching_line_stops_growing(n, monkeypatch):
     # once a signature's evidence is full, more lines like it are not searched: four times the lines, about

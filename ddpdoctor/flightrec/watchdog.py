@@ -101,51 +101,67 @@ class _Acc:
 
 def feed(acc: _Acc, line: str, source: str) -> None:
     """Read one log line (cheap rejection first: most lines of a log are not watchdog lines)."""
+    _feed(acc, line, source, None)
+
+
+def _feed(acc: _Acc, line: str, source: str, n: int | None) -> None:
+    """feed(), with the line's source given as (name, line number): "name:n" is built only for a line kept
+    (a log where every line is a watchdog line keeps few of them: issue 21). Each pattern runs only on a line
+    holding its fixed words (a `str in` test costs a fraction of a regex search)."""
     if "ork" not in line:
         return
-    prog = _PROGRESS.search(line)
-    work = _WORK.search(line) if prog is None else None
-    if prog is None and work is None:
-        return
-    pre = _PREFIX.search(line)
-    glob = _GLOBAL.search(line)
+    prog = _PROGRESS.search(line) if "ast enqueued " in line else None
+    work = None
+    if prog is None:
+        if "WorkNCCL(SeqNum=" not in line:
+            return
+        work = _WORK.search(line)
+        if work is None:
+            return
+    pre = _PREFIX.search(line) if "Rank " in line else None
+    glob = _GLOBAL.search(line) if "]:" in line else None
     g = int(glob.group("g")) if glob else None
     if pre is None and g is None:
         return
-    pg = pre.group("pg") if pre and pre.group("pg") is not None else "0"
-    rank = int(pre.group("rank")) if pre else g
-    if pre and pre.group("desc"):
-        acc.desc[pg] = pre.group("desc")
-    if pg == "0" and g is not None and pre is None:
-        rank = g
-    if (pg, rank) not in acc.progress and (pg, rank) not in acc.seqs and len(acc.progress) + len(acc.seqs) >= MAX_KEYS:
+    if pre is not None:
+        pg = pre.group("pg") or "0"
+        rank = int(pre.group("rank"))
+        desc = pre.group("desc")
+        if desc:
+            acc.desc[pg] = desc
+    else:
+        pg, rank = "0", g
+    key = (pg, rank)
+    if key not in acc.progress and key not in acc.seqs and len(acc.progress) + len(acc.seqs) >= MAX_KEYS:
         acc.ignored += 1
         return
     acc.lines += 1
     if prog is not None:
-        at = _AT.search(line)
-        prev = acc.progress.get((pg, rank))
+        at = _AT.search(line) if "at " in line else None
+        prev = acc.progress.get(key)
         failed_at = int(at.group("at")) if at else (prev.failed_at if prev else None)
         if g is None and prev is not None:
             g = prev.global_rank
-        acc.progress[(pg, rank)] = RankProgress(pg=pg, pg_desc=acc.desc.get(pg, ""), rank=rank, global_rank=g,
-                                                enqueued=int(prog.group("enq")), completed=int(prog.group("done")),
-                                                failed_at=failed_at, source=source)
-    else:
-        nin, nout = work.group("nin"), work.group("nout")
-        seq = int(work.group("seq"))
-        kept = acc.seqs.setdefault((pg, rank), [])
-        if seq not in kept:
-            if len(kept) >= WORKS_PER_RANK:
-                if seq > max(kept):
-                    return
-                drop = max(kept)
-                kept.remove(drop)
-                acc.works.pop((pg, rank, drop), None)
-            kept.append(seq)
-        acc.works[(pg, rank, seq)] = TimedOutWork(
-            pg=pg, rank=rank, seq=int(work.group("seq")), op=work.group("op"),
-            numel_in=int(nin) if nin else None, numel_out=int(nout) if nout else None, source=source)
+        acc.progress[key] = RankProgress(pg=pg, pg_desc=acc.desc.get(pg, ""), rank=rank, global_rank=g,
+                                         enqueued=int(prog.group("enq")), completed=int(prog.group("done")),
+                                         failed_at=failed_at, source=source if n is None else f"{source}:{n}")
+        return
+    seq = int(work.group("seq"))
+    kept = acc.seqs.get(key)
+    if kept is None:
+        kept = acc.seqs[key] = []
+    if seq not in kept:
+        if len(kept) >= WORKS_PER_RANK:
+            drop = max(kept)
+            if seq > drop:  # only the lowest timed-out ids are kept: this one changes nothing
+                return
+            kept.remove(drop)
+            acc.works.pop((pg, rank, drop), None)
+        kept.append(seq)
+    nin, nout = work.group("nin"), work.group("nout")
+    acc.works[(pg, rank, seq)] = TimedOutWork(
+        pg=pg, rank=rank, seq=seq, op=work.group("op"), numel_in=int(nin) if nin else None,
+        numel_out=int(nout) if nout else None, source=source if n is None else f"{source}:{n}")
 
 
 def _judge(acc: _Acc) -> WatchdogView:
@@ -195,6 +211,10 @@ def scan_many(logs) -> WatchdogView:
     return _judge(acc)
 
 
+# _feed keeps a line only if _PROGRESS ("... work: ") or _WORK ("WorkNCCL(SeqNum=") matches it
+_WANTED = (b"ork: ", b"WorkNCCL(SeqNum=")
+
+
 class Tap:
     """Collects watchdog lines from the bytes another reader pulls through it (one pass over stdin or a file).
 
@@ -225,23 +245,31 @@ class Tap:
         if not (b"ork: " in head or b"WorkNCCL(" in head or data.find(b"ork: ", first, cut) != -1
                 or data.find(b"WorkNCCL(", first, cut) != -1):  # most blocks hold no watchdog line
             return
-        if b"ork" in head:
-            feed(self._acc, head.decode("utf-8", "replace"), f"{self.source}:{n0 + 1}")
+        if _WANTED[0] in head or _WANTED[1] in head:
+            _feed(self._acc, head.decode("utf-8", "replace"), self.source, n0 + 1)
+        # Only the lines _feed can keep: they hold "work: " (every progress wording) or "WorkNCCL(SeqNum=".
+        # Lines with "network"/"worker" (NCCL INFO lines) are no longer decoded to be rejected (issue 21; 1.04x
+        # on an ordinary log). Each word's next position is kept, so the block is read once per word.
         line, counted = n0 + 1, first
-        pos = data.find(b"ork", first, cut)
-        while pos != -1:
+        na = data.find(_WANTED[0], first, cut)
+        nb = data.find(_WANTED[1], first, cut)
+        while na != -1 or nb != -1:
+            pos = nb if na == -1 else na if nb == -1 else min(na, nb)
             line += data.count(b"\n", counted, pos)
             start = data.rfind(b"\n", 0, pos) + 1
             end = data.find(b"\n", pos, cut)
             end = cut if end == -1 else end
-            feed(self._acc, data[start:end].decode("utf-8", "replace"), f"{self.source}:{line}")
+            _feed(self._acc, data[start:end].decode("utf-8", "replace"), self.source, line)
             counted = start
-            pos = data.find(b"ork", end, cut)
+            if na != -1 and na < end:
+                na = data.find(_WANTED[0], end, cut)
+            if nb != -1 and nb < end:
+                nb = data.find(_WANTED[1], end, cut)
 
     def close(self) -> None:
         if self._part:
             self._n += 1
-            feed(self._acc, self._part.decode("utf-8", "replace"), f"{self.source}:{self._n}")
+            _feed(self._acc, self._part.decode("utf-8", "replace"), self.source, self._n)
             self._part = b""
 
 
