@@ -32,5 +32,26 @@ if "$LAUNCHERS/bin/python" -c "import accelerate, deepspeed" 2>/dev/null; then
   export DDPDOCTOR_LAUNCHER_PYTHON="$LAUNCHERS/bin/python"
 fi
 
-# --durations: the slowest tests in every CI log, to keep the run under its 30 minutes
+# With no arguments the lab (namespaces, Slurm: mostly waiting on real jobs, timeouts and deadlines) runs in a
+# pytest of its own beside the other kinds, and both must pass: the whole suite serially took ~39 min on 2
+# cores. DDPDOCTOR_TEST_SERIAL=1, or any pytest arguments, run one pytest as given. --durations: the slowest
+# tests in every log, to keep CI under its 30 minutes.
+if [ $# -eq 0 ] && [ "${DDPDOCTOR_TEST_SERIAL:-0}" != 1 ]; then
+  lablog=$(mktemp)
+  "$PY" -m pytest -q -p no:cacheprovider --durations=15 -m lab >"$lablog" 2>&1 &
+  labpid=$!
+  trap 'kill "$labpid" 2>/dev/null; rm -f "$lablog"' INT TERM
+  rest=0
+  "$PY" -m pytest -q -p no:cacheprovider --durations=15 -m "not lab" || rest=$?
+  lab=0
+  wait "$labpid" || lab=$?
+  echo "=== lab tests (run beside the others) ==="
+  cat "$lablog"
+  rm -f "$lablog"
+  if [ "$rest" != 0 ] || [ "$lab" != 0 ]; then
+    echo "tests FAILED: unit+torchjob+gpu exit $rest, lab exit $lab" >&2
+    exit 1
+  fi
+  exit 0
+fi
 exec "$PY" -m pytest -q -p no:cacheprovider --durations=25 "$@"
