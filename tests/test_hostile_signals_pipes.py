@@ -20,6 +20,22 @@ ENV = {**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1"}
 BAD = "import torch\ns = torch.utils.data.DataLoader(range(3), shuffle=True, sampler=[0])\n"
 
 
+def _wait_reading_stdin(pid: int, deadline: float = 30.0) -> None:
+    """Until the process sits in read(0, ...) (/proc/PID/syscall: number 0 on x86-64, first argument fd 0), at
+    most `deadline` s: a fixed sleep lost the race with slow imports on a loaded machine."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/syscall") as f:
+                if f.read().split()[:2] == ["0", "0x0"]:
+                    time.sleep(0.2)
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    time.sleep(1.5)  # another architecture or no /proc: the old wait
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_json_run_stopped_by_a_signal_prints_json(sig, code):
     # explain --log - waits for stdin to end: a pipe that stays open keeps it running
@@ -28,7 +44,7 @@ def test_a_json_run_stopped_by_a_signal_prints_json(sig, code):
     try:
         p.stdin.write("some log line\n")
         p.stdin.flush()
-        time.sleep(1.5)  # past the imports: the command is reading
+        _wait_reading_stdin(p.pid)  # past the imports: the command is blocked reading its stdin
         p.send_signal(sig)
         out, err = p.communicate(timeout=20)
     finally:
