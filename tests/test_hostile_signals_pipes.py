@@ -20,6 +20,15 @@ ENV = {**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1"}
 BAD = "import torch\ns = torch.utils.data.DataLoader(range(3), shuffle=True, sampler=[0])\n"
 
 
+def _signals_as_a_shell_leaves_them() -> None:
+    # An ignored or blocked signal is inherited through exec, and Python then installs no KeyboardInterrupt
+    # handler: in the full suite the SIGINT case ran to EOF and exited 0 (it passed alone). The child starts
+    # as a terminal's foreground job would: SIGINT/SIGTERM at their defaults, unblocked.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def _wait_reading_stdin(pid: int, deadline: float = 30.0) -> None:
     """Until the process sits in read(0, ...) (/proc/PID/syscall: number 0 on x86-64, first argument fd 0), at
     most `deadline` s: a fixed sleep lost the race with slow imports on a loaded machine."""
@@ -40,7 +49,8 @@ def _wait_reading_stdin(pid: int, deadline: float = 30.0) -> None:
 def test_a_json_run_stopped_by_a_signal_prints_json(sig, code):
     # explain --log - waits for stdin to end: a pipe that stays open keeps it running
     p = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "explain", "--log", "-", "--json"], env=ENV,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_signals_as_a_shell_leaves_them)
     try:
         p.stdin.write("some log line\n")
         p.stdin.flush()
