@@ -48,6 +48,11 @@ def watch(pid, json_out, deadline, gather, gather_port, wait_s, events_file):
         d = os.path.dirname(os.path.abspath(events_file))
         if not os.path.isdir(d) or not os.access(d, os.W_OK):
             raise BadInput(f"--events {events_file}: its directory is not writable")
+    import signal
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # SIGINT is how watch is stopped (Ctrl-C, `run --watch` at the job's end, the lab). Started from a
+        # script's `cmd &`, bash hands it SIGINT ignored and it could then only be killed, without its summary.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     from ddpdoctor.probes import pyspy
     if pyspy.binary() is None:
         raise BadInput("py-spy is not installed: pip install py-spy")
