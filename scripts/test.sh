@@ -38,7 +38,10 @@ fi
 # tests in every log, to keep CI under its 30 minutes.
 if [ $# -eq 0 ] && [ "${DDPDOCTOR_TEST_SERIAL:-0}" != 1 ]; then
   lablog=$(mktemp)
-  "$PY" -m pytest -q -p no:cacheprovider --durations=15 -m lab >"$lablog" 2>&1 &
+  # bash starts a background command with SIGINT ignored, and that is inherited by every process the lab
+  # starts (a watch stopped by SIGINT would never stop): reset it to the default before pytest starts.
+  "$PY" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+    "$PY" -m pytest -q -p no:cacheprovider --durations=15 -m lab >"$lablog" 2>&1 &
   labpid=$!
   trap 'kill "$labpid" 2>/dev/null; rm -f "$lablog"' INT TERM
   rest=0
