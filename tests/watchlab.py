@@ -165,3 +165,92 @@ class CpuCap:
 
 def cgroup_v1_cpu() -> bool:
     return (CGROUP_CPU / "cpu.cfs_quota_us").exists() and os.geteuid() == 0
+
+
+def srun_python(port: int) -> str:
+    """`srun ... sh -c WRAP python train.py`: one rank per task, its rank from SLURM_PROCID."""
+    return ('export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS LOCAL_WORLD_SIZE=1 '
+            f'MASTER_ADDR=node1 MASTER_PORT={port} OMP_NUM_THREADS=1; exec "$0" "$@"')
+
+
+def srun_torchrun(port: int, nnodes: int) -> str:
+    """`srun -N n torchrun ...`: each node's torchrun agent is the srun task (it carries SLURM_PROCID); its
+    worker (RANK) is the rank (probes/ranks.py)."""
+    return (f'export OMP_NUM_THREADS=1; exec "$0" -m torch.distributed.run --nnodes={nnodes} --nproc-per-node=1 '
+            f'--node-rank=$SLURM_NODEID --master-addr=node1 --master-port={port} "$@"')
+
+
+class SlurmJob:
+    """tests/watch_jobs/train.py under `srun -J NAME -N n --ntasks-per-node 1` on a SlurmLab, and watch beside it as
+    a user starts it: `srun --jobid J --overlap -N n --ntasks-per-node 1 ddpdoctor watch --gather --json`.
+    The launch every Slurm watch lab test and benchmark shares; `close()` kills both (the lab's tag scan)."""
+
+    def __init__(self, slurm, tmp: Path, name: str, nodes: int, wrap: str, seconds: float, job: Path = JOB,
+                 env: dict | None = None):
+        from slurmlab import DD, REPO_ROOT
+        self.slurm, self.name, self.nodes, self.dd, self.root = slurm, name, nodes, DD, REPO_ROOT
+        self.fault_file = tmp / "fault"
+        self.log = tmp / f"{name}.log"
+        env = {**slurm.env, "PYTHONPATH": str(REPO_ROOT), "FAULT_FILE": str(self.fault_file),
+               "TRAIN_SECONDS": str(seconds), **(env or {})}
+        with open(self.log, "w") as f:
+            self.proc = slurm.lab.popen("head", ["srun", "-J", name, "-N", str(nodes), "--ntasks-per-node", "1",
+                                                 "sh", "-c", wrap, DD[0], str(job)],
+                                        env=env, stdout=f, stderr=subprocess.STDOUT)
+        self.watch: subprocess.Popen | None = None
+        self.events: list[dict] = []
+
+    def wait_ready(self, timeout: float = 120.0) -> str:
+        """Wait for every rank's "ready" line; the job id."""
+        end = time.monotonic() + timeout
+        while self.log.read_text().count("ready ") < self.nodes:
+            assert self.proc.poll() is None and time.monotonic() < end, self.log.read_text()[-3000:]
+            time.sleep(0.5)
+        return self.slurm.run(["squeue", "-h", "-o", "%i", "-n", self.name], timeout=15).stdout.split()[0]
+
+    def start_watch(self, jobid: str, deadline: float, *args: str) -> subprocess.Popen:
+        """`watch --gather` on every node of the job; `events` grows as the first node prints them (with `at`)."""
+        self.watch = self.slurm.lab.popen(
+            "head", ["srun", "--jobid", jobid, "--overlap", "-N", str(self.nodes), "--ntasks-per-node", "1",
+                     *self.dd, "watch", "--gather", "--json", "--deadline", str(deadline), *args],
+            env={**self.slurm.env, "PYTHONPATH": str(self.root)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        return self.watch
+
+    def finish(self, timeout: float) -> int:
+        """Wait for watch to end by itself (its --deadline, or the job ending); its exit code."""
+        rc = self.watch.wait(timeout)
+        self._reader.join(10)
+        return rc
+
+    def _read(self):
+        for ln in self.watch.stdout:
+            self.events.append({**json.loads(ln), "at": time.monotonic()})
+
+    def wait_for(self, kind: str, timeout: float) -> dict | None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            hit = [e for e in self.events if e["kind"] == kind]
+            if hit:
+                return hit[0]
+            if self.watch.poll() is not None:
+                self._reader.join(10)  # the lines it printed before it ended
+                return next((e for e in self.events if e["kind"] == kind), None)
+            time.sleep(0.5)
+        return None
+
+    def fault(self, spec: str) -> float:
+        tmp = self.fault_file.with_suffix(".tmp")
+        tmp.write_text(spec)
+        tmp.replace(self.fault_file)
+        return time.monotonic()
+
+    def stderr(self) -> str:
+        return self.watch.stderr.read() if self.watch is not None and self.watch.poll() is not None else ""
+
+    def close(self) -> None:
+        if self.watch is not None and self.watch.poll() is None:
+            self.slurm.lab.kill(self.watch)
+        self.slurm.lab.kill(self.proc)
