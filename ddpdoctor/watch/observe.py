@@ -9,13 +9,17 @@ Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
   judgement reads py-spy record's samples, not these; a `py-spy dump` is ≈23 ms of CPU with torch loaded,
   measured beside a 2-rank job: every 8 s that was 0.3 % of a core per rank, every 30 s 0.08 %);
 - a rank whose main thread waits in a DataLoader: its worker processes too (where the batch is stuck);
-- which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers; a whole-/proc
-  scan, ≈12 ms on a machine running a few hundred processes: every 10 s, not every tick); each rank's CPU
-  cgroup again every CGROUP_EVERY_S (a cap may be applied later; two small reads a rank);
+- which processes are ranks: a whole-/proc scan (probes/ranks.py, 12-27 ms of CPU with a few hundred
+  processes) when the launchers' children change (an elastic restart, ranks still starting, a rank gone:
+  /proc/<launcher>/task/*/children, ≈0.05 ms a tick) and else every FIND_EVERY_S as a safety net (a new
+  rank under a launcher watch did not know); every 10 s it was 0.27 % of a core a node, the largest
+  part of watch's own CPU (/tmp parts timing in docs/watch.md "Numbers"); each rank's CPU cgroup again
+  every CGROUP_EVERY_S (a cap may be applied later; two small reads a rank);
 - the node's egress shapers' counters every QDISC_EVERY_S (a node whose outgoing traffic is rate-limited).
 """
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -30,9 +34,13 @@ from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc
 
 STACK_EVERY_S = 30.0
 DENSE_EVERY_S = 2.0
-FIND_EVERY_S = 10.0
+FIND_EVERY_S = 60.0     # the whole-/proc scan when no launcher's children changed
+FIND_SOON_S = 2.0       # at most one scan this often when they change (a launcher that keeps forking)
 CGROUP_EVERY_S = 5.0
 QDISC_EVERY_S = 5.0   # the node's egress shapers (`tc -s -j qdisc show`, ≈4 ms a run): a rate-limited node
+
+
+_HAS_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
 
 
 def _sig(signature: tuple) -> str:
@@ -53,16 +61,34 @@ class NodeView:
         self.reported_gone: set[int] = set()
         self._next_stack = 0.0
         self._next_find = time.monotonic() + FIND_EVERY_S
+        self._last_find = time.monotonic()
+        self._kids = self._launcher_children()
         self.loader_ranks: set[int] = set()   # pids whose main thread waits in a DataLoader
         self.recorder = Recorder() if record else None
         self.cgroup: dict[int, str | None] = {}
         self._next_qdisc = 0.0
         self._next_cgroup = time.monotonic() + CGROUP_EVERY_S
 
+    def _launcher_children(self) -> dict[int, tuple[int, ...]] | None:
+        """The children of every process that started a rank (agent, wrapper, parent): an elastic restart,
+        a rank that starts late or one that is gone changes them. None where /proc cannot list children
+        (a kernel without CONFIG_PROC_CHILDREN): then the scan keeps its old 10 s cadence."""
+        if not _HAS_CHILDREN:
+            return None
+        parents = {p for r in self.ranks.values() for p in (r.ppid, r.agent, *r.wrappers) if p and p > 1}
+        return {p: tuple(rankmod.children(p)) for p in sorted(parents)}
+
     def refind(self, now: float) -> None:
+        kids = None
         if now < self._next_find:
-            return
-        self._next_find = now + FIND_EVERY_S
+            if now - self._last_find < FIND_SOON_S:
+                return
+            kids = self._launcher_children()
+            if kids is None or kids == self._kids:
+                return
+        self._last_find = now
+        self._next_find = now + (FIND_EVERY_S if _HAS_CHILDREN else 10.0)
+        self._kids = kids if kids is not None else self._launcher_children()
         try:
             job, found, others = rankmod.find(self.pid if self.pid in self.ranks or self.pid is None else None)
         except rankmod.NoJob:
@@ -74,6 +100,7 @@ class NodeView:
             if r.job == self.job and r.pid not in self.ranks:
                 self.ranks[r.pid] = r
                 self.exits.add(r.pid)
+                self._kids = None   # new parents to follow: their children are read on the next tick
 
     def ended(self) -> bool:
         return bool(self.ranks) and all(pid in self.reported_gone for pid in self.ranks)
