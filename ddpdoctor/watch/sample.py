@@ -224,18 +224,13 @@ def qdiscs(timeout: float = 2.0) -> dict[str, dict[str, Any]] | None:
     tc-s(8); the kernel's gnet_stats_basic/queue counters). `overlimits` grows each time a shaper
     (tbf, htb, hfsc, cake...) had to delay a packet for want of tokens: a node whose outgoing traffic is
     rate-limited shows it there while its peers wait for its data. Queue-only disciplines (noqueue,
-    pfifo_fast, fq_codel, mq) are left out. None when `tc` is missing or fails."""
-    import json
-    import shutil
-    import subprocess
-    exe = shutil.which("tc") or next((p for p in ("/usr/sbin/tc", "/sbin/tc") if os.path.exists(p)), None)
-    if exe is None:
-        return None
-    try:
-        p = subprocess.run([exe, "-s", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
-        rows = json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else []
-    except (OSError, subprocess.SubprocessError, ValueError):
+    pfifo_fast, fq_codel, mq) are left out. None when neither netlink nor `tc` answers.
+    Read over rtnetlink, as `tc` itself does (≈0.1 ms), not by running `tc` (≈4 ms of CPU a run, every 5 s:
+    0.08 % of a core a node); `tc` only where netlink is refused."""
+    rows = netlink_qdiscs(timeout)
+    if rows is None:
+        rows = _tc_qdiscs(timeout)
+    if rows is None:
         return None
     out: dict[str, dict[str, Any]] = {}
     for q in rows if isinstance(rows, list) else []:
@@ -253,3 +248,111 @@ def qdiscs(timeout: float = 2.0) -> dict[str, dict[str, Any]] | None:
 
 
 SHAPERS = frozenset({"tbf", "htb", "hfsc", "cbq", "cake", "netem"})   # disciplines that delay for a rate
+
+
+def _tc_qdiscs(timeout: float) -> list | None:
+    import json
+    import shutil
+    import subprocess
+    exe = shutil.which("tc") or next((p for p in ("/usr/sbin/tc", "/sbin/tc") if os.path.exists(p)), None)
+    if exe is None:
+        return None
+    try:
+        p = subprocess.run([exe, "-s", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+        rows = json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else []
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return rows if isinstance(rows, list) else []
+
+
+# rtnetlink (linux/rtnetlink.h, linux/pkt_sched.h, linux/gen_stats.h): what `tc -s qdisc show` asks the kernel
+_RTM_NEWQDISC, _RTM_GETQDISC = 36, 38
+_NLM_F_REQUEST, _NLM_F_DUMP = 0x1, 0x300
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
+_TCA_KIND, _TCA_OPTIONS, _TCA_STATS, _TCA_STATS2 = 1, 2, 3, 7
+_TCA_STATS_BASIC, _TCA_STATS_QUEUE = 1, 3
+_TCA_TBF_PARMS, _TCA_TBF_RATE64 = 1, 4
+_TC_H_ROOT = 0xFFFFFFFF
+
+
+def _attrs(buf: bytes, off: int, end: int) -> dict[int, bytes]:
+    import struct
+    out = {}
+    while off + 4 <= end:
+        ln, typ = struct.unpack_from("=HH", buf, off)
+        if ln < 4 or off + ln > end:
+            break
+        out[typ & 0x3FFF] = buf[off + 4:off + ln]   # NLA_F_NESTED / NET_BYTEORDER bits off
+        off += (ln + 3) & ~3
+    return out
+
+
+def netlink_qdiscs(timeout: float = 2.0) -> list[dict[str, Any]] | None:
+    """Every qdisc of this network namespace as `tc -s -j qdisc show` gives it (the fields qdiscs() reads:
+    dev, kind, root, options.rate (tbf, bytes/s), bytes, drops, overlimits, backlog), from one RTM_GETQDISC
+    dump. None if the socket is refused or the dump fails (qdiscs() then runs `tc`)."""
+    import socket
+    import struct
+    try:
+        s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    except (OSError, AttributeError):
+        return None
+    rows: list[dict[str, Any]] = []
+    try:
+        s.settimeout(timeout)
+        s.bind((0, 0))
+        seq = int(time.monotonic() * 1000) & 0x7FFFFFFF
+        tcmsg = struct.pack("=BBHiIII", socket.AF_UNSPEC, 0, 0, 0, 0, 0, 0)
+        s.send(struct.pack("=IHHII", 16 + len(tcmsg), _RTM_GETQDISC, _NLM_F_REQUEST | _NLM_F_DUMP, seq, 0) + tcmsg)
+        names: dict[int, str] = {}
+        while True:
+            buf = s.recv(1 << 16)
+            if not buf:
+                return None
+            off = 0
+            while off + 16 <= len(buf):
+                ln, typ, _flags, mseq, _pid = struct.unpack_from("=IHHII", buf, off)
+                if ln < 16 or off + ln > len(buf):
+                    return None
+                if mseq == seq:
+                    if typ == _NLMSG_DONE:
+                        return rows
+                    if typ == _NLMSG_ERROR:
+                        return None
+                    if typ == _RTM_NEWQDISC and ln >= 36:
+                        rows.append(_qdisc_row(buf, off + 16, off + ln, names))
+                off += (ln + 3) & ~3
+    except (OSError, struct.error, ValueError):
+        return None
+    finally:
+        s.close()
+
+
+def _qdisc_row(buf: bytes, off: int, end: int, names: dict[int, str]) -> dict[str, Any]:
+    import socket
+    import struct
+    _fam, _p1, _p2, ifindex, _handle, parent, _info = struct.unpack_from("=BBHiIII", buf, off)
+    if ifindex not in names:
+        try:
+            names[ifindex] = socket.if_indextoname(ifindex)
+        except OSError:
+            names[ifindex] = str(ifindex)
+    a = _attrs(buf, off + 20, end)
+    row: dict[str, Any] = {"kind": a.get(_TCA_KIND, b"").split(b"\0", 1)[0].decode("ascii", "replace"),
+                           "dev": names[ifindex], "root": parent == _TC_H_ROOT}
+    if row["kind"] == "tbf" and _TCA_OPTIONS in a:
+        o = _attrs(a[_TCA_OPTIONS], 0, len(a[_TCA_OPTIONS]))
+        if len(o.get(_TCA_TBF_RATE64, b"")) >= 8:
+            row["options"] = {"rate": struct.unpack_from("=Q", o[_TCA_TBF_RATE64])[0]}
+        elif len(o.get(_TCA_TBF_PARMS, b"")) >= 12:   # struct tc_tbf_qopt: rate (tc_ratespec), its .rate at 8
+            row["options"] = {"rate": struct.unpack_from("=I", o[_TCA_TBF_PARMS], 8)[0]}
+    st = _attrs(a[_TCA_STATS2], 0, len(a[_TCA_STATS2])) if _TCA_STATS2 in a else {}
+    if len(st.get(_TCA_STATS_BASIC, b"")) >= 12:      # struct gnet_stats_basic: bytes u64, packets u32
+        row["bytes"] = struct.unpack_from("=Q", st[_TCA_STATS_BASIC])[0]
+    if len(st.get(_TCA_STATS_QUEUE, b"")) >= 20:      # struct gnet_stats_queue: qlen backlog drops requeues overlimits
+        _qlen, row["backlog"], row["drops"], _req, row["overlimits"] = struct.unpack_from("=5I", st[_TCA_STATS_QUEUE])
+    elif len(a.get(_TCA_STATS, b"")) >= 36:          # old kernels: struct tc_stats
+        row["bytes"], _pk, row["drops"], row["overlimits"], _bps, _pps, _ql, row["backlog"] = \
+            struct.unpack_from("=QIIIIIII", a[_TCA_STATS])
+    return row
