@@ -172,6 +172,14 @@ def healthy(a) -> None:
           f"{100 * cpu / wall / a.nproc:.2f} % per watched rank")
     if rss:
         print(f"watch RSS: {rss[0] / 1024:.1f} MiB after 5 s, {max(rss) / 1024:.1f} MiB max, {rss[-1] / 1024:.1f} MiB at the end")
+        # flat or growing: the second half's trend (start-up allocations are over by then), MiB an hour
+        half = rss[len(rss) // 2:]
+        if len(half) >= 4:
+            xs = [5.0 * i for i in range(len(half))]
+            mx, my = statistics.fmean(xs), statistics.fmean(half)
+            slope = sum((x - mx) * (y - my) for x, y in zip(xs, half)) / sum((x - mx) ** 2 for x in xs)
+            print(f"watch RSS over the second half: {min(half) / 1024:.1f}-{max(half) / 1024:.1f} MiB, "
+                  f"trend {slope * 3600 / 1024:+.2f} MiB an hour (least squares, one reading every 5 s)")
 
 
 def fanin(a) -> None:
