@@ -90,15 +90,28 @@ def test_a_worker_started_by_the_launcher_is_found_at_the_next_tick_and_nothing_
 
 
 @pytest.mark.skipif(not observe._HAS_CHILDREN, reason="this kernel's /proc lists no children")
-def test_changes_coming_fast_scan_at_most_once_every_find_soon_s(launcher):
+def test_changes_coming_fast_scan_at_most_once_every_find_soon_s_and_less_while_they_bring_no_rank(launcher):
     p, live, scans = launcher
     nv = observe.NodeView(None, record=False)
+    others: list[int] = []
     try:
         t0 = time.monotonic()
         live.append(rank(1, int(command(p, "start")), p.pid))
         nv.refind(t0 + observe.FIND_SOON_S / 2)
         assert len(scans) == 1
         nv.refind(t0 + observe.FIND_SOON_S + 0.1)
-        assert len(scans) == 2
+        assert len(scans) == 2 and len(nv.ranks) == 2
+        # a launcher that keeps starting processes that are no ranks (a job script's shell running other
+        # commands): the scans thin out to one every FIND_SOON_MAX_S, not one every tick
+        t, at = t0 + 10, []
+        for _ in range(12):
+            others.append(int(command(p, "start")))   # a child that no scan calls a rank (find() answers `live`)
+            t += 4
+            nv.refind(t)
+            at.append(len(scans))
+        gaps = [b - a for a, b in zip(at, at[1:])]
+        assert sum(gaps) <= 6 and gaps[-4:].count(1) <= 1, at
     finally:
         nv.close()
+        for pid in others:
+            os.kill(pid, signal.SIGKILL)

@@ -35,7 +35,8 @@ from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc
 STACK_EVERY_S = 30.0
 DENSE_EVERY_S = 2.0
 FIND_EVERY_S = 60.0     # the whole-/proc scan when no launcher's children changed
-FIND_SOON_S = 2.0       # at most one scan this often when they change (a launcher that keeps forking)
+FIND_SOON_S = 2.0       # at most one scan this often when they change; doubled after each scan that found
+FIND_SOON_MAX_S = 16.0  # no new rank, up to this (a parent shell that keeps forking other commands)
 CGROUP_EVERY_S = 5.0
 QDISC_EVERY_S = 5.0   # the node's egress shapers (`tc -s -j qdisc show`, ≈4 ms a run): a rate-limited node
 
@@ -62,6 +63,7 @@ class NodeView:
         self._next_stack = 0.0
         self._next_find = time.monotonic() + FIND_EVERY_S
         self._last_find = time.monotonic()
+        self._soon = FIND_SOON_S
         self._kids = self._launcher_children()
         self.loader_ranks: set[int] = set()   # pids whose main thread waits in a DataLoader
         self.recorder = Recorder() if record else None
@@ -81,11 +83,12 @@ class NodeView:
     def refind(self, now: float) -> None:
         kids = None
         if now < self._next_find:
-            if now - self._last_find < FIND_SOON_S:
+            if now - self._last_find < self._soon:
                 return
             kids = self._launcher_children()
             if kids is None or kids == self._kids:
                 return
+            self._soon = min(2 * self._soon, FIND_SOON_MAX_S)   # back to FIND_SOON_S when it finds a rank
         self._last_find = now
         self._next_find = now + (FIND_EVERY_S if _HAS_CHILDREN else 10.0)
         self._kids = kids if kids is not None else self._launcher_children()
@@ -101,6 +104,7 @@ class NodeView:
                 self.ranks[r.pid] = r
                 self.exits.add(r.pid)
                 self._kids = None   # new parents to follow: their children are read on the next tick
+                self._soon = FIND_SOON_S
 
     def ended(self) -> bool:
         return bool(self.ranks) and all(pid in self.reported_gone for pid in self.ranks)

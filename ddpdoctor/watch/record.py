@@ -4,7 +4,11 @@ A straggler at +10 % makes the others wait ≈9 % of each step longer than it do
 needs hundreds of samples per rank, which `py-spy dump` (a process start per sample, ≈17 ms of CPU)
 cannot afford. `py-spy record --nonblocking --idle --rate 8 -d 10 --format raw` stays attached for
 a 10 s chunk and writes the collapsed stacks at its end: 80 samples per rank per chunk, for
-≈40 ms of CPU per chunk (0.4 % of a core; benchmarks/bench_watch.py), never pausing the job.
+59-71 ms of CPU per chunk (≈25 ms to start, ≈0.45 ms a sample of a torch rank: py-spy lists every OS
+thread and reads its state each sample), 0.6-0.7 % of a core, never pausing the job. It writes only at
+the end (py-spy's record_samples, src/main.rs), so a chunk cannot stream; 20 s chunks (0.5 %) were
+replayed on the recorded traces: the straggler verdicts came 0-15 s later (docs/watch.md "Numbers"),
+so chunks stay at 10 s.
 Only the main thread's samples count: the others' outermost frame is threading.py's bootstrap.
 """
 from __future__ import annotations

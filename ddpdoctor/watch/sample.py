@@ -1,6 +1,6 @@
 """What `watch` reads about a rank, and how cheaply: /proc every second, py-spy stacks less often.
 
-Per rank, every tick (≈1 s), from /proc only (≈40 µs a rank; benchmarks/bench_watch.py):
+Per rank, every tick (≈1 s), from /proc only (≈0.1 ms a rank, cgroup cpu.stat included):
 - state letter (R S D T Z) from /proc/<pid>/stat;
 - the main thread's schedstat (/proc/<pid>/task/<pid>/schedstat, Documentation/scheduler/sched-stats.rst):
   nanoseconds on a CPU and nanoseconds runnable but waiting for one. Their sum over the wall time is
