@@ -172,14 +172,9 @@ def healthy(a) -> None:
           f"{100 * cpu / wall / a.nproc:.2f} % per watched rank")
     if rss:
         print(f"watch RSS: {rss[0] / 1024:.1f} MiB after 5 s, {max(rss) / 1024:.1f} MiB max, {rss[-1] / 1024:.1f} MiB at the end")
-        # flat or growing: the second half's trend (start-up allocations are over by then), MiB an hour
-        half = rss[len(rss) // 2:]
-        if len(half) >= 4:
-            xs = [5.0 * i for i in range(len(half))]
-            mx, my = statistics.fmean(xs), statistics.fmean(half)
-            slope = sum((x - mx) * (y - my) for x, y in zip(xs, half)) / sum((x - mx) ** 2 for x in xs)
-            print(f"watch RSS over the second half: {min(half) / 1024:.1f}-{max(half) / 1024:.1f} MiB, "
-                  f"trend {slope * 3600 / 1024:+.2f} MiB an hour (least squares, one reading every 5 s)")
+        # flat or growing: RSS at each quarter of the run (start-up allocations are over by the first)
+        q = [rss[min(len(rss) - 1, len(rss) * k // 4)] / 1024 for k in (1, 2, 3)] + [rss[-1] / 1024]
+        print("watch RSS at 1/4, 1/2, 3/4 and the end of the run: " + ", ".join(f"{x:.1f}" for x in q) + " MiB")
 
 
 def fanin(a) -> None:
