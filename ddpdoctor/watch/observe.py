@@ -13,7 +13,7 @@ Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
   processes) when the launchers' children change (an elastic restart, ranks still starting, a rank gone:
   /proc/<launcher>/task/*/children, ≈0.05 ms a tick) and else every FIND_EVERY_S as a safety net (a new
   rank under a launcher watch did not know); every 10 s it was 0.27 % of a core a node, the largest
-  part of watch's own CPU (/tmp parts timing in docs/watch.md "Numbers"); each rank's CPU cgroup again
+  part of watch's own CPU (benchmarks/bench_watch_parts.py); each rank's CPU cgroup again
   every CGROUP_EVERY_S (a cap may be applied later; two small reads a rank);
 - the node's egress shapers' counters every QDISC_EVERY_S (a node whose outgoing traffic is rate-limited).
 """
