@@ -9,7 +9,7 @@ Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
   judgement reads py-spy record's samples, not these; a `py-spy dump` is ≈23 ms of CPU with torch loaded,
   measured beside a 2-rank job: every 8 s that was 0.3 % of a core per rank, every 30 s 0.08 %);
 - a rank whose main thread waits in a DataLoader: its worker processes too (where the batch is stuck);
-- which processes are ranks: a whole-/proc scan (probes/ranks.py, 12-27 ms of CPU with a few hundred
+- which processes are ranks: a whole-/proc scan (probes/ranks.py, 12-29 ms of CPU with a few hundred
   processes) when the launchers' children change (an elastic restart, ranks still starting, a rank gone:
   /proc/<launcher>/task/*/children, ≈0.05 ms a tick) and else every FIND_EVERY_S as a safety net (a new
   rank under a launcher watch did not know); every 10 s it was 0.27 % of a core a node, the largest
@@ -38,10 +38,11 @@ FIND_EVERY_S = 60.0     # the whole-/proc scan when no launcher's children chang
 FIND_SOON_S = 2.0       # at most one scan this often when they change; doubled after each scan that found
 FIND_SOON_MAX_S = 16.0  # no new rank, up to this (a parent shell that keeps forking other commands)
 CGROUP_EVERY_S = 5.0
-QDISC_EVERY_S = 5.0   # the node's egress shapers (`tc -s -j qdisc show`, ≈4 ms a run): a rate-limited node
+QDISC_EVERY_S = 5.0   # the node's egress shapers (one rtnetlink dump, 0.12 ms): a rate-limited node
 
 
 _HAS_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+_FIND_EVERY = FIND_EVERY_S if _HAS_CHILDREN else 10.0   # no children to follow: the old 10 s cadence
 
 
 def _sig(signature: tuple) -> str:
@@ -61,7 +62,7 @@ class NodeView:
             self.exits.add(r.pid)
         self.reported_gone: set[int] = set()
         self._next_stack = 0.0
-        self._next_find = time.monotonic() + FIND_EVERY_S
+        self._next_find = time.monotonic() + _FIND_EVERY
         self._last_find = time.monotonic()
         self._soon = FIND_SOON_S
         self._kids = self._launcher_children()
@@ -90,7 +91,7 @@ class NodeView:
                 return
             self._soon = min(2 * self._soon, FIND_SOON_MAX_S)   # back to FIND_SOON_S when it finds a rank
         self._last_find = now
-        self._next_find = now + (FIND_EVERY_S if _HAS_CHILDREN else 10.0)
+        self._next_find = now + _FIND_EVERY
         self._kids = kids if kids is not None else self._launcher_children()
         try:
             job, found, others = rankmod.find(self.pid if self.pid in self.ranks or self.pid is None else None)
