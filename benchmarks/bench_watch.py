@@ -3,6 +3,7 @@
     python3 benchmarks/bench_watch.py faults [--seeds 3] [--kinds sleep,stop,other,loader,kill,slow1.6,lag0.1,cap0.5]
     python3 benchmarks/bench_watch.py faults --kinds lag0.05,lag0.1,lag0.2,lag0.4   the smallest lag named reliably
     python3 benchmarks/bench_watch.py healthy [--seconds 600] [--nproc 2]    false events per hour, cost, memory
+    python3 benchmarks/bench_watch.py faults --job ddp --kinds lag0.2   the same on a DistributedDataParallel job
     python3 benchmarks/bench_watch.py fanin [--nodes 1,16,128,1000]          --gather's first node vs senders
     python3 benchmarks/bench_watch.py trace OUT.jsonl [--seconds 900] [--plan '[[60,"lag:1:0.1"],[180,"none"]]']
     python3 benchmarks/bench_watch.py replay A.jsonl B.jsonl ...             straggler rule vs recorded traces
@@ -40,6 +41,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from watchlab import CpuCap, TrainJob, Watch  # noqa: E402
+
+JOBS = {"train": ROOT / "tests" / "watch_jobs" / "train.py",   # explicit all_reduce of the gradients
+        "ddp": ROOT / "tests" / "watch_jobs" / "ddp_train.py"}   # DistributedDataParallel: the wait is in backward
 
 KIND_GOAL = {"hang": 15.0, "straggler": 60.0, "rank_gone": 5.0}
 
@@ -100,7 +104,7 @@ def faults(a) -> None:
             nproc = 3 if kind == "other" else a.nproc
             rank = seed % nproc
             with tempfile.TemporaryDirectory() as tmp:
-                job = TrainJob(Path(tmp), nproc=nproc, seconds=400)
+                job = TrainJob(Path(tmp), nproc=nproc, seconds=400, job=JOBS[a.job])
                 w = None
                 cleanup = None
                 try:
@@ -142,7 +146,7 @@ def faults(a) -> None:
 
 def healthy(a) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        job = TrainJob(Path(tmp), nproc=a.nproc, seconds=a.seconds + 60)
+        job = TrainJob(Path(tmp), nproc=a.nproc, seconds=a.seconds + 60, job=JOBS[a.job])
         try:
             job.wait_ready()
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -232,7 +236,7 @@ def trace(a) -> None:
     from ddpdoctor.watch.observe import NodeView
     plan = json.loads(a.plan)
     with tempfile.TemporaryDirectory() as tmp, open(a.out, "w") as out:
-        job = TrainJob(Path(tmp), nproc=a.nproc, seconds=a.seconds + 60)
+        job = TrainJob(Path(tmp), nproc=a.nproc, seconds=a.seconds + 60, job=JOBS[a.job])
         cap = nv = None
         try:
             job.wait_ready()
@@ -323,11 +327,15 @@ def main() -> None:
     f = sub.add_parser("faults")
     f.add_argument("--seeds", type=int, default=3)
     f.add_argument("--nproc", type=int, default=2)
+    f.add_argument("--job", choices=sorted(JOBS), default="train",
+                   help="ddp: tests/watch_jobs/ddp_train.py (DistributedDataParallel, no collective of its own a step)")
     f.add_argument("--kinds", default="sleep,stop,other,loader,kill,slow1.6,lag0.1,cap0.5")
     f.add_argument("--wait", type=float, default=90, help="seconds to wait for the verdict")
     h = sub.add_parser("healthy")
     h.add_argument("--seconds", type=float, default=600)
     h.add_argument("--nproc", type=int, default=2)
+    h.add_argument("--job", choices=sorted(JOBS), default="train",
+                   help="ddp: tests/watch_jobs/ddp_train.py (DistributedDataParallel, no collective of its own a step)")
     g = sub.add_parser("fanin")
     g.add_argument("--nodes", default="1,16,128,1000")
     g.add_argument("--seconds", type=float, default=10)
@@ -335,6 +343,8 @@ def main() -> None:
     t.add_argument("out")
     t.add_argument("--seconds", type=float, default=900)
     t.add_argument("--nproc", type=int, default=2)
+    t.add_argument("--job", choices=sorted(JOBS), default="train",
+                   help="ddp: tests/watch_jobs/ddp_train.py (DistributedDataParallel, no collective of its own a step)")
     t.add_argument("--plan", default="[]")
     r = sub.add_parser("replay")
     r.add_argument("traces", nargs="+")

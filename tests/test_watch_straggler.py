@@ -23,19 +23,20 @@ def test_a_lagging_rank_at_load_twenty_on_two_cores_is_named_by_both_measures():
     ranks = [Rank(0, busy=0.68), Rank(1, busy=0.48)]
     ev = play_shares(j, ranks, 70, lambda r: 0.23 if r == 0 else 0.40)
     (e,) = [e for e in ev if e["kind"] == "straggler"]
-    assert e["ranks"] == [0] and e["lag"] == 0.185  # (busy 0.20 + wait 0.17) / 2
+    assert e["ranks"] == [0] and abs(e["lag"] - 0.185) <= 0.005  # (busy 0.20 + wait 0.17) / 2
     assert e["t"] <= 20 + 40 + 5
 
 
 def test_busy_shares_that_no_longer_separate_the_ranks_leave_the_samples_to_name_a_large_lag():
-    """Were every main thread runnable all the time (busy 0.97 for all), the samples' lag counts at half:
-    the +40 % fault of the faults2 trace (its samples in the collective 0.11 vs 0.48) is still named."""
+    """Were every main thread runnable all the time (busy 0.97 for all), the samples' lag counts at half
+    over the seconds they cover (and not at all in the seconds since their last chunk, judged by schedstat
+    alone): the +40 % fault of the faults2 trace (its samples in the collective 0.11 vs 0.48) is still named."""
     j = Judge()
     ranks = [Rank(0, busy=0.97), Rank(1, busy=0.97)]
     ev = play_shares(j, ranks, 70, lambda r: 0.48 if r == 0 else 0.11)
     assert _named(ev) == [("straggler", [1])]
     (e,) = [e for e in ev if e["kind"] == "straggler"]
-    assert e["lag"] == 0.185
+    assert 0.13 <= e["lag"] <= 0.185  # at most (0 + 0.37) / 2
 
 
 def test_busy_shares_that_no_longer_separate_the_ranks_hide_a_small_lag():

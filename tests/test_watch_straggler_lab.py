@@ -1,4 +1,6 @@
-"""A node slowed by its network, named by `srun --overlap ... ddpdoctor watch --gather` (Slurm lab, 2 nodes).
+"""Stragglers no stack shows: a node slowed by its network, named by `srun --overlap ... ddpdoctor watch
+--gather` (Slurm lab, 2 nodes), and a rank of a DistributedDataParallel job, whose peers wait for it
+inside loss.backward().
 
 Each lab node's slurmd runs in a pid namespace of its own, the job is `srun python train.py` with one rank
 per node (RANK from SLURM_PROCID). The job first runs healthy under the machine's normal load: watch must
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from slurmlab import DD, REPO_ROOT, start_or_skip
-from watchlab import JOB
+from watchlab import JOB, TrainJob, Watch
 
 pytest.importorskip("torch")
 WRAP = ('export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS LOCAL_WORLD_SIZE=1 '
@@ -83,3 +85,34 @@ def test_two_nodes_healthy_say_nothing_then_the_rate_limited_node_is_named(slurm
         if w is not None and w.poll() is None:
             slurm.lab.kill(w)
         slurm.lab.kill(p)
+
+
+DDP_JOB = REPO_ROOT / "tests" / "watch_jobs" / "ddp_train.py"
+
+
+def test_a_lagging_rank_of_a_ddp_job_is_named_though_its_peers_wait_inside_backward(tmp_path: Path):
+    """3 ranks of DistributedDataParallel (Gloo): no collective of the job's own a step, so no stack sample
+    shows a rank waiting for another (DDP's all-reduce is waited for inside loss.backward(), whose Python
+    frames are the same while autograd computes); rank 2 then computes 25 % of the healthy step longer
+    every step. Healthy first (the machine's normal load): nothing; then rank 2 is named from schedstat
+    (the others' main threads sleep in the reducer's wait while it computes)."""
+    job = TrainJob(tmp_path, nproc=3, seconds=240, job=DDP_JOB)
+    w = None
+    try:
+        job.wait_ready()
+        w = Watch("--pid", str(job.proc.pid))
+        time.sleep(HEALTHY_S + 15)  # its windows fill, then a healthy DDP job at the machine's load
+        assert [e for e in w.events if e["kind"] != "summary"] == [], w.events
+        t = job.fault("lag:2:0.25")
+        e = w.wait_for("straggler", STRAGGLER_BOUND_S + 3, after=t)
+        assert e is not None, (w.events, job.log.read_text()[-1500:])
+        print(f"named in {e['at'] - t:.1f} s: {e['detail']}")
+        assert e["ranks"] == [2] and e["lag"] >= 0.1, e
+        assert "the others wait inside backward (DDP)" in e["detail"], e
+        assert e["at"] - t <= STRAGGLER_BOUND_S, e
+        assert [x["kind"] for x in w.events] == ["straggler"], w.events
+        assert job.proc.poll() is None, "watch must leave the job running"
+    finally:
+        if w is not None:
+            w.stop()
+        job.kill()

@@ -27,11 +27,17 @@ import statistics
 from collections import Counter, deque
 from typing import Any, Mapping
 
+from ddpdoctor.watch.record import CHUNK_S
+
 STRAGGLER_WINDOW_S = 20.0  # lag estimated over this (two 10 s record chunks of watch/record.py: ≈160 samples a rank)
 MIN_SAMPLES = 120
 STRAGGLER_LAG = 0.10      # share of every step the others wait for it (docs/watch.md: chosen on recorded traces)
 STRAGGLER_PERSIST_S = 40.0  # the same rank lagging at every judgement for this long (healthy ranks: up to 40 s)
 STRAGGLER_EVERY_S = 5.0
+EXCESS_K = 0.06        # lag above this accumulates (lag-seconds) ...
+EXCESS_H = 5.0         # ... to this: named sooner than the 40 s (20 % for ~36 s, 30 % for ~21 s)
+EXCESS_MIN_S = 25.0    # ... but never before it lagged >= 10 % for this long
+EXPLICIT_WAIT = 0.02  # a rank's share of samples in an explicit collective under which it shows none
 STRAGGLER_MIN_WAIT = 0.10  # ranks waiting in their collectives at least this share for a node to hold them back
 NET_HELD_PER_S = 5.0      # packets a second a node's egress shaper delays (overlimits) to hold the job back
 NET_PERSIST_S = 20.0      # ... at every judgement for this long: no shaper, no overlimits (no noise to outlast,
@@ -60,7 +66,9 @@ class StragglerJudge:
     def shares(self, now: float, window: float | None = None) -> dict[tuple, dict[str, float]]:
         """Per rank over the window: `busy` the share of wall time its main thread was on a CPU or wanted
         one (schedstat), `wait` the share of its stack samples inside a collective, the share of time its
-        main thread waited for a CPU (`delay`) and its cgroup throttled it (`throttled`)."""
+        main thread waited for a CPU (`delay`) and its cgroup throttled it (`throttled`); `span` the time
+        its samples cover, `busy_span` / `busy_fresh` its busy share over that span / from its end to now
+        (the samples come in 10 s chunks: they trail schedstat by up to a chunk and a half)."""
         window = self.strag_window if window is None else window
         out = {}
         for key, t in self.ranks.items():
@@ -88,7 +96,19 @@ class StragglerJudge:
                 # samples frozen inside the collective are its own lost time, not a wait for its peers
                 wait *= 1 - thr
             out[key] = {"busy": busy, "wait": wait, "delay": delay, "throttled": thr, "samples": n,
-                        "cgroup": tk[-1][6]}
+                        "cgroup": tk[-1][6],
+                        # a chunk is collected at the first tick after py-spy wrote it: it covers the CHUNK_S before
+                        "span": (ch[0][0] - CHUNK_S - 0.5, ch[-1][0] - 0.5) if wait is not None else None}
+        spans = [v["span"] for v in out.values() if v["span"]]
+        if spans:
+            # one span for every rank (each rank's chunks end within a tick or two of the others'), so that
+            # the busy shares compared are over the same seconds as the samples compared
+            a = statistics.median(s[0] for s in spans)
+            b = min(max(statistics.median(s[1] for s in spans), a + 1.0), now)
+            for key, v in out.items():
+                t = self.ranks[key]
+                v["busy_span"], v["busy_fresh"] = _busy(t.ticks, a, b), _busy(t.ticks, b, now)
+                v["span_s"], v["fresh_s"] = b - a, now - b
         return out
 
     @staticmethod
@@ -100,18 +120,38 @@ class StragglerJudge:
         median(others' busy)` (schedstat) estimate L over the step time (their expectation is exactly L:
         the per-step noise of who arrives last cancels in the difference). The mean of the two halves
         the noise where both see the lag (computing, a CPU cap, a busy core); a lag only the samples see
-        (a rank sleeping outside the collective: starved DataLoader, I/O) counts at half its size."""
+        (a rank sleeping outside the collective: starved DataLoader, I/O) counts at half its size.
+
+        The two are compared over the same seconds: the samples arrive in 10 s chunks, up to 15 s after
+        schedstat's seconds, so over the span the samples cover the lag is the mean of both, and from the
+        span's end to now schedstat's alone; the two parts weighted by their length. Judged otherwise
+        (the last 20 s of schedstat against samples 5-30 s old) a lag that starts is under-estimated for
+        10-20 s and a lag that ends over-estimated as long.
+
+        When no rank's samples show an explicit collective (at most EXPLICIT_WAIT of them, each), the
+        job waits where the samples cannot tell waiting from computing: DDP all-reduces the gradients
+        inside loss.backward(), whose Python frames look the same while autograd computes and while the
+        reducer waits for its peers. The samples' difference is then 0 whatever the lag, and the busy
+        share alone (a rank waiting in Gloo sleeps) judges, at full weight."""
         out = {}
+        explicit = explicit_waits(sh)
         for k, v in sh.items():
             others = [o for j, o in sh.items() if j != k]
             if not others:
                 continue
-            d_busy = v["busy"] - statistics.median(o["busy"] for o in others)
             ow = [o["wait"] for o in others if o["wait"] is not None]
             if v["wait"] is None or not ow:
                 continue  # too few samples yet: no straggler is named on schedstat alone
+            if not explicit:
+                out[k] = v["busy"] - statistics.median(o["busy"] for o in others)
+                continue
             d_wait = statistics.median(ow) - v["wait"]
-            out[k] = (d_busy + d_wait) / 2
+            if "busy_span" not in v:
+                out[k] = (v["busy"] - statistics.median(o["busy"] for o in others) + d_wait) / 2
+                continue
+            d_span = v["busy_span"] - statistics.median(o["busy_span"] for o in others)
+            d_fresh = v["busy_fresh"] - statistics.median(o["busy_fresh"] for o in others)
+            out[k] = ((d_span + d_wait) / 2 * v["span_s"] + d_fresh * v["fresh_s"]) / (v["span_s"] + v["fresh_s"])
         return out
 
     def _judge_straggler(self, now: float) -> list[dict[str, Any]]:
@@ -134,18 +174,33 @@ class StragglerJudge:
             self.straggler = None
             self._strag_seen.clear()
             return [self._event("recovered", [self.ranks[k0]], now, detail="no longer keeps the others waiting")]
-        self._strag_seen.append((now, key if lag[key] >= self.strag_lag else None, lag[key]))
+        # the lag in excess of EXCESS_K accumulated while the same rank lags the most (a CUSUM): a large lag
+        # is named sooner than a small one, a healthy rank's transient lag (≤ 0.18 for ≤ 35 s) never gets there
+        prev = self._strag_seen[-1] if self._strag_seen else None
+        dt = min(now - prev[0], 2 * STRAGGLER_EVERY_S) if prev else STRAGGLER_EVERY_S
+        excess = max(0.0, (prev[3] if prev and prev[4] == key else 0.0) + dt * (lag[key] - EXCESS_K))
+        self._strag_seen.append((now, key if lag[key] >= self.strag_lag else None, lag[key], excess, key))
         # keep one judgement at or before the start of the persistence span (judgements come every 5-6 s)
         while len(self._strag_seen) > 1 and self._strag_seen[1][0] <= now - self.strag_persist:
             self._strag_seen.popleft()
         seen = list(self._strag_seen)
-        if seen[0][0] > now - self.strag_persist or {s[1] for s in seen} != {key}:
+        lagging = [s for s in seen if s[1] == key]
+        since = next((s[0] for s in reversed(seen) if s[1] != key), None)  # the last judgement it did not lag
+        streak = now - (since if since is not None else seen[0][0])
+        long_enough = seen[0][0] <= now - self.strag_persist and {s[1] for s in seen} == {key}
+        if not long_enough and not (excess >= EXCESS_H and streak >= EXCESS_MIN_S and lagging):
             return []
+        seen = [s for s in seen if s[0] > now - streak - 0.1] or seen
         t = self.ranks[key]
         v = sh[key]
         others = [o for k, o in sh.items() if k != key]
         med_wait = statistics.median(o["wait"] for o in others if o["wait"] is not None)
-        ratio = (1 - v["wait"]) / max(1 - med_wait, 1e-6)
+        if explicit_waits(sh):
+            ratio = (1 - v["wait"]) / max(1 - med_wait, 1e-6)
+            part = f"its own part {ratio:.2f}× the median's"
+        else:  # the waits are inside backward (DDP): its own part is its busy time against the others'
+            ratio = v["busy"] / max(statistics.median(o["busy"] for o in others), 1e-6)
+            part = f"its main thread busy {ratio:.2f}× the median's; the others wait inside backward (DDP)"
         mean_lag = statistics.fmean(s[2] for s in seen)
         # a CPU cap: its cgroup throttled it (cpu.stat); a busy core: it waited for a CPU more than the others
         if v["throttled"] >= 0.05 and v["throttled"] > 2 * statistics.median(o["throttled"] for o in others):
@@ -159,7 +214,7 @@ class StragglerJudge:
         else:
             why = ""
         ev = self._event("straggler", [t], now,
-                         detail=f"the others wait for it {mean_lag:.0%} of every step (its own part {ratio:.2f}× the median's)",
+                         detail=f"the others wait for it {mean_lag:.0%} of every step ({part})",
                          ratio=round(ratio, 3), lag=round(mean_lag, 3), extra_where=self._extra_where(key, now),
                          cause=why, others_wait=round(med_wait, 3))
         self.straggler = {"_key": key, **ev}
@@ -238,3 +293,17 @@ class StragglerJudge:
         theirs = [shares(t) for k, t in self.ranks.items() if k != key and not t.gone]
         return max(mine, key=lambda w: mine[w] - (statistics.median(s.get(w, 0.0) for s in theirs) if theirs else 0))
 
+
+
+def explicit_waits(sh: Mapping[tuple, Mapping[str, Any]]) -> bool:
+    """Some rank's samples show it waiting in an explicit collective (not a job whose every wait is
+    inside DDP's backward)."""
+    return any(v["wait"] is not None and v["wait"] > EXPLICIT_WAIT for v in sh.values())
+
+
+def _busy(ticks, a: float, b: float) -> float:
+    """A rank's busy share (ticks' busy ns) from a to b: the ticks nearest inside the interval."""
+    sel = [x for x in ticks if a <= x[0] <= b]
+    if len(sel) < 2 or sel[-1][0] - sel[0][0] < 0.5:
+        return 0.0
+    return min(1.0, (sel[-1][1] - sel[0][1]) / 1e9 / (sel[-1][0] - sel[0][0]))
