@@ -59,3 +59,54 @@ def test_the_longest_healthy_lag_recorded_at_load_is_not_a_straggler():
     ranks[0].busy = 0.45
     ev += play_shares(j, ranks, 120, lambda r: 0.27, start=95)
     assert _named(ev) == []
+
+
+def test_a_lag_that_starts_is_judged_on_the_same_seconds_by_both_measures():
+    """Both ranks balanced for 60 s, then rank 1 lags 0.25 (busy and samples alike). The samples arrive
+    in 10 s chunks: judged against the last 20 s of schedstat they trail it by up to 15 s; over the
+    seconds they cover, with schedstat alone since their last chunk, the lag is seen as it starts."""
+    j = Judge()
+    ranks = [Rank(0, busy=0.45), Rank(1, busy=0.45)]
+    play_shares(j, ranks, 60, lambda r: 0.30)
+    ranks[1].busy = 0.70
+    ev = play_shares(j, ranks, 90, lambda r: 0.05 if r == 1 else 0.30, start=60)
+    (e,) = [e for e in ev if e["kind"] == "straggler"]
+    assert e["ranks"] == [1] and e["t"] - 60 <= 45  # the 10 % crossed in < 15 s, named sooner than 40 s after
+
+
+def test_a_large_lag_is_named_sooner_than_a_small_one():
+    """The excess over 6 % accumulates: a rank lagging 0.40 is named after 25 s of lagging, one lagging
+    0.12 after the 40 s the rule asks of any lag."""
+    def named_after(busy, wait):
+        j = Judge()
+        ranks = [Rank(0, busy=0.45), Rank(1, busy=0.45)]
+        play_shares(j, ranks, 60, lambda r: 0.30)
+        ranks[1].busy = busy
+        (e,) = [e for e in play_shares(j, ranks, 120, lambda r: wait if r == 1 else 0.30, start=60)
+                if e["kind"] == "straggler"]
+        assert e["ranks"] == [1]
+        return e["t"] - 60
+    big, small = named_after(0.85, 0.0), named_after(0.57, 0.18)
+    assert big <= 35 < 45 <= small
+
+
+def test_a_ddp_job_whose_peers_wait_inside_backward_is_judged_by_schedstat_alone():
+    """ddp_lag02 trace (DistributedDataParallel, 2 ranks, load 16-19): no rank's samples in an explicit
+    collective (0.00-0.01: DDP waits for its all-reduce inside loss.backward()); the lagging rank busy
+    0.83 against 0.63. The samples' difference is 0 whatever the lag: the busy share counts in full."""
+    j = Judge()
+    ranks = [Rank(0, busy=0.63), Rank(1, busy=0.63)]
+    play_shares(j, ranks, 40, lambda r: 0.0)
+    ranks[1].busy = 0.83
+    ev = play_shares(j, ranks, 80, lambda r: 0.01 if r == 0 else 0.0, start=40)
+    (e,) = [e for e in ev if e["kind"] == "straggler"]
+    assert e["ranks"] == [1] and 0.15 <= e["lag"] <= 0.2 and e["t"] - 40 <= 60
+    assert "the others wait inside backward (DDP)" in e["detail"] and round(e["ratio"], 2) == round(0.83 / 0.63, 2)
+
+
+def test_the_same_busy_difference_in_a_job_whose_samples_show_its_collectives_needs_the_samples_too():
+    """Where the samples do show the ranks waiting in a collective, and they wait there alike, the busier
+    main thread keeps no one waiting longer: the busy share counts at half, 0.10 more busy is not named."""
+    j = Judge()
+    ranks = [Rank(0, busy=0.55), Rank(1, busy=0.65)]
+    assert _named(play_shares(j, ranks, 180, lambda r: 0.30)) == []

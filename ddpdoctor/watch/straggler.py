@@ -34,9 +34,9 @@ MIN_SAMPLES = 120
 STRAGGLER_LAG = 0.10      # share of every step the others wait for it (docs/watch.md: chosen on recorded traces)
 STRAGGLER_PERSIST_S = 40.0  # the same rank lagging at every judgement for this long (healthy ranks: up to 40 s)
 STRAGGLER_EVERY_S = 5.0
-EXCESS_K = 0.06        # lag above this accumulates (lag-seconds) ...
-EXCESS_H = 5.0         # ... to this: named sooner than the 40 s (20 % for ~36 s, 30 % for ~21 s)
-EXCESS_MIN_S = 25.0    # ... but never before it lagged >= 10 % for this long
+EXCESS_K = 0.06        # lag above this accumulates (lag-seconds, over judgements) ...
+EXCESS_H = 5.0         # ... to this: 20 % for 36 s, 30 % for 21 s (the healthy traces: at most 4.0)
+EXCESS_MIN_S = 25.0    # ... over at least this long, and lagging >= 10 % at the judgement that names it
 EXPLICIT_WAIT = 0.02  # a rank's share of samples in an explicit collective under which it shows none
 STRAGGLER_MIN_WAIT = 0.10  # ranks waiting in their collectives at least this share for a node to hold them back
 NET_HELD_PER_S = 5.0      # packets a second a node's egress shaper delays (overlimits) to hold the job back
@@ -52,7 +52,8 @@ class StragglerJudge:
         self.strag_lag, self.strag_persist, self.strag_window = lag, persist, window
         self.min_samples = MIN_SAMPLES  # bench_watch.py replay --thin lowers it with the simulated rate
         self.straggler: dict[str, Any] | None = None  # the open straggler event
-        self._strag_seen: deque = deque(maxlen=200)   # (t, lagging rank or None, its lag) every judgement
+        # every judgement: (t, lagging rank or None, the largest lag, its excess, that rank, since when)
+        self._strag_seen: deque = deque(maxlen=200)
         self._strag_next = 0.0
         self.qdisc: dict[str, deque] = {}   # host -> (t, {dev: shaper counters}) (watch/sample.py qdiscs)
         self._net_seen: deque = deque(maxlen=200)   # (t, held-back host or None)
@@ -175,22 +176,24 @@ class StragglerJudge:
             self._strag_seen.clear()
             return [self._event("recovered", [self.ranks[k0]], now, detail="no longer keeps the others waiting")]
         # the lag in excess of EXCESS_K accumulated while the same rank lags the most (a CUSUM): a large lag
-        # is named sooner than a small one, a healthy rank's transient lag (≤ 0.18 for ≤ 35 s) never gets there
+        # is named sooner than a small one, and a lag that dips under 10 % for a judgement or two (the
+        # samples of one chunk) keeps what it accumulated, where the 40 s rule starts again
         prev = self._strag_seen[-1] if self._strag_seen else None
         dt = min(now - prev[0], 2 * STRAGGLER_EVERY_S) if prev else STRAGGLER_EVERY_S
-        excess = max(0.0, (prev[3] if prev and prev[4] == key else 0.0) + dt * (lag[key] - EXCESS_K))
-        self._strag_seen.append((now, key if lag[key] >= self.strag_lag else None, lag[key], excess, key))
+        carried = prev[3] if prev and prev[4] == key else 0.0
+        excess = max(0.0, carried + dt * (lag[key] - EXCESS_K))
+        since = prev[5] if carried > 0 and excess > 0 else now  # when this run of excess began
+        self._strag_seen.append((now, key if lag[key] >= self.strag_lag else None, lag[key], excess, key, since))
         # keep one judgement at or before the start of the persistence span (judgements come every 5-6 s)
         while len(self._strag_seen) > 1 and self._strag_seen[1][0] <= now - self.strag_persist:
             self._strag_seen.popleft()
         seen = list(self._strag_seen)
-        lagging = [s for s in seen if s[1] == key]
-        since = next((s[0] for s in reversed(seen) if s[1] != key), None)  # the last judgement it did not lag
-        streak = now - (since if since is not None else seen[0][0])
-        long_enough = seen[0][0] <= now - self.strag_persist and {s[1] for s in seen} == {key}
-        if not long_enough and not (excess >= EXCESS_H and streak >= EXCESS_MIN_S and lagging):
+        if seen[0][0] <= now - self.strag_persist and {s[1] for s in seen} == {key}:
+            pass  # lagging at every judgement for STRAGGLER_PERSIST_S
+        elif excess >= EXCESS_H and now - since >= EXCESS_MIN_S and lag[key] >= self.strag_lag:
+            seen = [s for s in seen if s[0] >= since]
+        else:
             return []
-        seen = [s for s in seen if s[0] > now - streak - 0.1] or seen
         t = self.ranks[key]
         v = sh[key]
         others = [o for k, o in sh.items() if k != key]
