@@ -10,11 +10,17 @@ two independent measures estimate the same lag, as a share of the step time:
 Their expectation is exactly L/step (who arrives last at each step is noise that cancels in the
 difference); their mean halves the noise where both see the lag (computing, a CPU cap, a busy core), and
 a lag only the samples see (a rank asleep outside the collective: a starved DataLoader, I/O) counts at
-half its size. A rank is lagging at a judgement (every 5 s, over the last 20 s) when its lag is the
-largest and >= 10 % of the step; it is named a straggler when the same rank lagged at every judgement for
-40 s. A rank starved of CPU by other work on the machine is a straggler for the job too, but a transient
-one is not an event: on the loaded 2-core lab machine healthy ranks lagged 10-18 % for up to 40 s; the
-rule was chosen by replaying recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
+half its size. Both are compared over the same seconds: the samples' (10 s chunks, trailing schedstat by
+up to 11 s), with schedstat's alone from their end to now. A rank is lagging at a judgement (every 5 s)
+when its lag is the largest and >= 10 % of the step; it is named a straggler when the same rank lagged
+at every judgement for 40 s, or when its excess over 6 % has accumulated to 5 lag-seconds over >= 25 s
+(a large lag sooner; a dip of one chunk does not start it again). A rank starved of CPU by other work on
+the machine is a straggler for the job too, but a transient one is not an event: on the loaded 2-core
+lab machine healthy ranks lagged 10-18 % for up to 35 s (excess 4.0); the rule was chosen by replaying
+recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
+
+DDP all-reduces inside loss.backward(), where a stack cannot tell waiting from computing: when no rank's
+samples show an explicit collective, the busy share alone judges, at full weight.
 
 A node whose outgoing traffic is rate-limited (a shaper, `tc ... tbf`) makes every rank wait longer in
 its collective while no rank's own part is longer: no rank lags. Its egress shaper's `overlimits` grows
