@@ -44,7 +44,7 @@ class RankTrack:
     world_size: int | None = None
     ticks: deque = field(default_factory=lambda: deque(maxlen=400))   # (t, busy_ns, delay_ns, io, state)
     stacks: deque = field(default_factory=lambda: deque(maxlen=60))   # (t, where, sig, active, inner)
-    chunks: deque = field(default_factory=lambda: deque(maxlen=30))   # (t, samples, waiting, {line: n})
+    chunks: deque = field(default_factory=lambda: deque(maxlen=30))   # (t, samples, waiting, {line: n}, in backward)
     workers: dict = field(default_factory=dict)                        # pid -> RankTrack of a child
     tcp: dict = field(default_factory=dict)                            # watch/netstuck.py, latest
     gone: bool = False
@@ -146,7 +146,7 @@ class Judge(StragglerJudge):
             self._note_qdisc(tr.host, o["qdisc"], now)
         rec = o.get("rec")
         if rec and rec.get("n"):
-            tr.chunks.append((now, rec["n"], rec["wait"], rec.get("lines") or {}))
+            tr.chunks.append((now, rec["n"], rec["wait"], rec.get("lines") or {}, rec.get("bwd")))
         st = o.get("stack")
         if st and st.get("ok"):
             tr.stacks.append((now, st["where"], st["sig"], st["active"], st.get("inner") or st["where"]))

@@ -164,15 +164,22 @@ def _user_line(frames) -> str:
 _STDLIB = frozenset(sys.stdlib_module_names)
 
 
+def in_backward(frames) -> bool:
+    """A sample inside autograd's backward (torch/autograd/): where DDP waits for its gradients' all-reduce."""
+    return any(f[1].startswith("torch/autograd/") for f in frames)
+
+
 def summarize(samples) -> dict[str, Any]:
-    """A record chunk as numbers: samples, samples waiting in a collective, the top lines of the rest."""
+    """A record chunk as numbers: samples, samples waiting in a collective, samples in backward (not in a
+    collective: watch/straggler.py, DDP), the top lines of the rest."""
     from collections import Counter
-    n = w = 0
+    n = w = b = 0
     lines: Counter = Counter()
     for frames, count in samples:
         n += count
         if is_wait(frames):
             w += count
         else:
+            b += count if in_backward(frames) else 0
             lines[_user_line(frames)] += count
-    return {"n": n, "wait": w, "lines": dict(lines.most_common(8))}
+    return {"n": n, "wait": w, "bwd": b, "lines": dict(lines.most_common(8))}

@@ -98,11 +98,15 @@ class StragglerJudge:
             tdt = same[-1][0] - same[0][0] if len(same) > 1 else 0.0
             thr = min(1.0, max(0, same[-1][5] - same[0][5]) / 1e9 / tdt) if tdt >= 5 else 0.0
             wait = sum(c[2] for c in ch) / n if n >= self.min_samples else None
+            # in backward (DDP's wait, and autograd's compute): None from a recorder that did not count it
+            counted = wait is not None and all(len(c) > 4 and c[4] is not None for c in ch)
+            bwd = sum(c[4] for c in ch) / n if counted else None
             if wait is not None:
                 # a throttled process is frozen wherever it is, its collective's own threads included: the
                 # samples frozen inside the collective are its own lost time, not a wait for its peers
                 wait *= 1 - thr
-            out[key] = {"busy": busy, "wait": wait, "delay": delay, "throttled": thr, "samples": n,
+                bwd = None if bwd is None else bwd * (1 - thr)
+            out[key] = {"busy": busy, "wait": wait, "bwd": bwd, "delay": delay, "throttled": thr, "samples": n,
                         "cgroup": tk[-1][6],
                         # a chunk is collected at the first tick after py-spy wrote it: it covers the CHUNK_S before
                         "span": (ch[0][0] - CHUNK_S - 0.5, ch[-1][0] - 0.5) if wait is not None else None}
@@ -136,12 +140,14 @@ class StragglerJudge:
         10-20 s and a lag that ends over-estimated as long.
 
         When no rank's samples show an explicit collective (at most EXPLICIT_WAIT of them, each), the
-        job waits where the samples cannot tell waiting from computing: DDP all-reduces the gradients
-        inside loss.backward(), whose Python frames look the same while autograd computes and while the
-        reducer waits for its peers. The samples' difference is then 0 whatever the lag, and the busy
-        share alone (a rank waiting in Gloo sleeps) judges, at full weight."""
+        job waits inside backward: DDP all-reduces the gradients in loss.backward() (its reducer's hooks;
+        the last bucket is waited for at the end of backward). The share of samples in backward is then the
+        wait measure: every rank computes the same backward, the others wait there L longer than the
+        straggler, so `median(others' share in backward) - its share` estimates L as the collective's share
+        does. Without it (a recorder that did not count it), the busy share alone judges, at full weight."""
         out = {}
         explicit = explicit_waits(sh)
+        key = "wait" if explicit else "bwd"
         for k, v in sh.items():
             others = [o for j, o in sh.items() if j != k]
             if not others:
@@ -149,10 +155,10 @@ class StragglerJudge:
             ow = [o["wait"] for o in others if o["wait"] is not None]
             if v["wait"] is None or not ow:
                 continue  # too few samples yet: no straggler is named on schedstat alone
-            if not explicit:
+            if not explicit and (v["bwd"] is None or any(o["bwd"] is None for o in others)):
                 out[k] = v["busy"] - statistics.median(o["busy"] for o in others)
                 continue
-            d_wait = statistics.median(ow) - v["wait"]
+            d_wait = statistics.median(o[key] for o in others if o[key] is not None) - v[key]
             if "busy_span" not in v:
                 out[k] = (v["busy"] - statistics.median(o["busy"] for o in others) + d_wait) / 2
                 continue
