@@ -110,3 +110,32 @@ def test_the_same_busy_difference_in_a_job_whose_samples_show_its_collectives_ne
     j = Judge()
     ranks = [Rank(0, busy=0.55), Rank(1, busy=0.65)]
     assert _named(play_shares(j, ranks, 180, lambda r: 0.30)) == []
+
+
+def _play_ddp(j, ranks, seconds, bwd, start=0):
+    """Ticks with a DDP record chunk every 10 s: no sample in a collective, `bwd(rank)` of them in backward."""
+    ev = []
+    for t in range(start, start + seconds):
+        recs = [{"n": 100, "wait": 0, "bwd": int(100 * bwd(r.rank)), "lines": {"<module> ddp_train.py:73": 100}}
+                if t % 10 == 9 else None for r in ranks]
+        ev += j.feed([r.obs(t, stack=t % 4 == 0, rec=rec) for r, rec in zip(ranks, recs)], float(t))
+    return ev
+
+
+def test_in_a_ddp_job_the_share_of_samples_in_backward_is_the_wait_measure():
+    """DDP: the others wait for the straggler inside backward, so their share of samples in backward
+    exceeds its own by the lag (all compute the same backward). A rank that lags asleep (busy alike, a
+    starved DataLoader) is seen there alone and counts at half: 0.40 of backward samples is named."""
+    j = Judge()
+    ranks = [Rank(i, busy=0.5) for i in range(3)]
+    ev = _play_ddp(j, ranks, 120, lambda r: 0.20 if r == 2 else 0.60)
+    (e,) = [e for e in ev if e["kind"] == "straggler"]
+    assert e["ranks"] == [2] and 0.15 <= e["lag"] <= 0.2 and "inside backward (DDP)" in e["detail"]
+
+
+def test_a_busier_rank_of_a_job_that_waits_for_no_one_counts_at_half():
+    """No collective and the same share in backward for every rank (ranks that never wait for each
+    other): a rank 0.15 busier keeps no one waiting, and is not named."""
+    j = Judge()
+    ranks = [Rank(0, busy=0.65), Rank(1, busy=0.5), Rank(2, busy=0.5)]
+    assert _named(_play_ddp(j, ranks, 180, lambda r: 0.30)) == []
