@@ -19,8 +19,9 @@ the machine is a straggler for the job too, but a transient one is not an event:
 lab machine healthy ranks lagged 10-18 % for up to 35 s (excess 4.0); the rule was chosen by replaying
 recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
 
-DDP all-reduces inside loss.backward(), where a stack cannot tell waiting from computing: when no rank's
-samples show an explicit collective, the busy share alone judges, at full weight.
+DDP all-reduces inside loss.backward(): when no rank's samples show an explicit collective, the share of
+samples in backward (autograd's compute, the same on every rank, and the reducer's wait) replaces the
+share in a collective.
 
 A node whose outgoing traffic is rate-limited (a shaper, `tc ... tbf`) makes every rank wait longer in
 its collective while no rank's own part is longer: no rank lags. Its egress shaper's `overlimits` grows
