@@ -93,8 +93,7 @@ DDP_JOB = REPO_ROOT / "tests" / "watch_jobs" / "ddp_train.py"
 def test_a_lagging_rank_of_a_ddp_job_is_named_though_its_peers_wait_inside_backward(tmp_path: Path):
     """3 ranks of DistributedDataParallel (Gloo): no collective of the job's own a step, so no stack sample
     is in a collective (DDP's all-reduce is waited for inside loss.backward()); rank 2 then computes 25 %
-    of the healthy step longer
-    every step. Healthy first (the machine's normal load): nothing; then rank 2 is named from schedstat
+    of the healthy step longer every step. Healthy first (the machine's normal load): nothing; then rank 2 is named from schedstat
     (the others' main threads sleep in the reducer's wait while it computes) and from the share of
     samples in backward (the others' is larger by the time they wait there)."""
     job = TrainJob(tmp_path, nproc=3, seconds=240, job=DDP_JOB)
