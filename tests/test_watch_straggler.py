@@ -139,3 +139,16 @@ def test_a_busier_rank_of_a_job_that_waits_for_no_one_counts_at_half():
     j = Judge()
     ranks = [Rank(0, busy=0.65), Rank(1, busy=0.5), Rank(2, busy=0.5)]
     assert _named(_play_ddp(j, ranks, 180, lambda r: 0.30)) == []
+
+
+def test_a_chunk_counts_the_samples_in_backward_apart_from_those_in_a_collective():
+    """py-spy's frames of a DDP rank waiting for its gradients (ddp_train.py's loss.backward()), of one in
+    an explicit all_reduce, and of one computing its forward."""
+    from ddpdoctor.watch.observe import summarize
+    bwd = (("<module>", "ddp_train.py", 73), ("Tensor.backward", "torch/_tensor.py", 623),
+           ("backward", "torch/autograd/__init__.py", 395), ("_engine_run_backward", "torch/autograd/graph.py", 979))
+    coll = (("<module>", "train.py", 88), ("wrapper", "torch/distributed/c10d_logger.py", 81),
+            ("all_reduce", "torch/distributed/distributed_c10d.py", 2806))
+    fwd = (("<module>", "ddp_train.py", 71), ("augment_batch", "ddp_train.py", 53))
+    assert summarize([(bwd, 30), (coll, 5), (fwd, 65)]) == {
+        "n": 100, "wait": 5, "bwd": 30, "lines": {"<module> ddp_train.py:73": 30, "augment_batch ddp_train.py:53": 65}}
