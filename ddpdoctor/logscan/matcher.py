@@ -91,7 +91,7 @@ class LineMatch:
 def split_origin(text: str) -> tuple[str, str | None, int | None]:
     """(body, host, rank) of a log line: strips collector prefixes and reads who wrote the line."""
     host = rank = None
-    body = text
+    body = _unmarked(text)
     for _ in range(6):
         m = _PREFIX.match(body)
         if not m:
@@ -123,6 +123,18 @@ def split_origin(text: str) -> tuple[str, str | None, int | None]:
         if m:
             rank = int(next(g for g in m.groups() if g is not None))
     return body, host, rank
+
+
+def _unmarked(text: str) -> str:
+    """The line as a person reads a log pasted into Markdown (GitHub issues, forums): bold markers (`**`) that the
+    poster put around the words that matter, and the backticks that quote a line, removed. Neither is ever part of
+    what the code printed in a way a signature reads (a `**kwargs` in a traceback's source line reads the same
+    without them)."""
+    if "**" in text:
+        text = text.replace("**", "")
+    if text[:1] == "`" or text[-1:] == "`":
+        text = text.strip("`")
+    return text
 
 
 class Matcher:
@@ -246,6 +258,8 @@ class Matcher:
         return out
 
     def _scan_block(self, data: bytes, first_line: int, saturated=frozenset()) -> Iterator[LineMatch]:
+        if b"**" in data:  # Markdown bold a poster put in a pasted log: read the words, not the markers (_unmarked)
+            data = data.replace(b"**", b"")
         low = data.lower()
         spans: dict[int, tuple[int, set[bytes]]] = {}  # line start -> (line end, gates hit)
         for start, end, _pos, gate in self._all_gate_hits(low):
@@ -362,7 +376,8 @@ def _line_end(low: bytes, pos: int, n: int) -> int:
     return nl if cr == -1 else cr
 
 
-_CONTINUES = re.compile(rb"[ \t]*[a-z(]")  # a wrapped message goes on mid-sentence, in lowercase
+# a wrapped message goes on mid-sentence: in lowercase, or mid-number (a terminal cuts `NumelOut=1|29280`)
+_CONTINUES = re.compile(rb"[ \t]*[a-z0-9(]")
 
 
 def _two_lines(data: bytes, low: bytes, start: int, end: int) -> bytes:
