@@ -20,6 +20,10 @@ Cross-line rules (each cites why):
 * a name that does not resolve in a log with Kubernetes markers (kubectl, .svc names, PyTorchJob pod
   names) -> K8S_DNS_NOT_READY (a pod's DNS record exists only once the pod runs: the master's service
   name fails to resolve while workers start first);
+* the DeepSpeed launcher killing its workers in a log with no traceback, no exception and no other failure line
+  -> HOST_OOM_SIGKILL, low confidence (deepspeed/launcher/launch.py sigkill_handler runs when a worker exits
+  non-zero; a worker that raised would have printed its traceback, so it was killed by a signal, and the
+  kernel's OOM killer is the usual sender);
 * one pid holding memory on several GPUs in a pasted nvidia-smi process table -> GPU0_EXTRA_MEMORY
   (a rank touches a GPU not its own: CUDA context or tensors on cuda:0 before set_device);
 * a CUDA out-of-memory error in a log whose traceback passes through barrier() -> GPU0_EXTRA_MEMORY (the
@@ -51,6 +55,7 @@ SIGNATURES_USED = (
     ("GPU0_EXTRA_MEMORY", "BARRIER_CALL_SITE"),
     ("HOSTNAME_UNRESOLVABLE", "HOST_NOT_FOUND"), ("HOSTNAME_UNRESOLVABLE", "GAI_ERROR"),
     ("STORE_BARRIER_WORKER_COUNT_MISMATCH", "WAITING_IN_STORE_BARRIER"),
+    ("DEEPSPEED_LAUNCHER_TEARDOWN", "KILLING_SUBPROCESS"), ("DEEPSPEED_LAUNCHER_TEARDOWN", "MAIN_PROCESS_RECEIVED_SIGNAL"),
 )
 
 
@@ -259,3 +264,22 @@ def lookup_warning_only(col: Collector, caps) -> None:
         return
     caps.set("HOSTNAME_UNRESOLVABLE", 0.3, "only the IPv6 lookup of the name failed, which c10d follows with an IPv4 "
              "attempt, and nothing fails after it in this log: likely harmless; `getent ahostsv4 <name>` decides")
+
+
+def deepspeed_teardown(col: Collector, add) -> None:
+    """The DeepSpeed launcher's sigkill_handler (deepspeed/launcher/launch.py) kills every worker once one exits
+    non-zero. When the log holds no Python traceback or exception and no other failure line, the worker that
+    exited printed nothing: it was killed by a signal, most often SIGKILL from the out-of-memory killer (host
+    memory fills while each rank loads its own copy of a checkpoint). A possibility, not a finding: low confidence,
+    decided by the launcher's `exits with return code` line or the kernel log."""
+    kills = col.sig_evidence(["DEEPSPEED_LAUNCHER_TEARDOWN"], "KILLING_SUBPROCESS")
+    if not kills or any(n in col.facts for n in ("exception", "traceback")):
+        return
+    if col.sig_evidence(["DEEPSPEED_LAUNCHER_TEARDOWN"], "MAIN_PROCESS_RECEIVED_SIGNAL"):
+        return  # the launcher was signalled (Ctrl-C, scancel, a time limit): it killed its workers, nobody died first
+    if any(fid != "DEEPSPEED_LAUNCHER_TEARDOWN" and st.signature.role != CLUE for (fid, _), st in col.sigs.items()):
+        return
+    add("HOST_OOM_SIGKILL", 0.35, "low confidence: the DeepSpeed launcher killed its workers after one of them exited, "
+        "and no worker printed a traceback: a worker killed by a signal, most often the out-of-memory killer; what "
+        "would decide: the launcher's `exits with return code = N` line (-9: SIGKILL) or `dmesg -T | grep -i oom`",
+        kills[:2])
