@@ -33,7 +33,7 @@ from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.matcher import split_origin
 from ddpdoctor.logscan.rules import (cross_line_rules, deepspeed_teardown, explained_hits, lookup_warning_only,
-                                     store_barrier_overfull)
+                                     nccl_release_bug, store_barrier_overfull)
 from ddpdoctor.logscan.user_error import cut_traceback_rule, user_code_rule
 
 MIN_CONFIDENCE = 0.2
@@ -212,6 +212,7 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     cross_line_rules(col, add)
     store_barrier_overfull(col, add)
     deepspeed_teardown(col, add)
+    nccl_release_bug(col, add)
     root_rank = col.summary.get("rank")
     user_code_rule(col, add, int(root_rank) if root_rank is not None and str(root_rank).isdigit() else None)
     cut_traceback_rule(col, add)

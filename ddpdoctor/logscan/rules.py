@@ -24,6 +24,8 @@ Cross-line rules (each cites why):
   -> HOST_OOM_SIGKILL, low confidence (deepspeed/launcher/launch.py sigkill_handler runs when a worker exits
   non-zero; a worker that raised would have printed its traceback, so it was killed by a signal, and the
   kernel's OOM killer is the usual sender);
+* an NCCL symptom that a later NCCL release fixed, with the log's NCCL version older than that release ->
+  NCCL_RELEASE_BUG (the fixed-in release from NCCL's release notes, _RELEASE_FIXES);
 * one pid holding memory on several GPUs in a pasted nvidia-smi process table -> GPU0_EXTRA_MEMORY
   (a rank touches a GPU not its own: CUDA context or tensors on cuda:0 before set_device);
 * a CUDA out-of-memory error in a log whose traceback passes through barrier() -> GPU0_EXTRA_MEMORY (the
@@ -55,6 +57,7 @@ SIGNATURES_USED = (
     ("GPU0_EXTRA_MEMORY", "BARRIER_CALL_SITE"),
     ("HOSTNAME_UNRESOLVABLE", "HOST_NOT_FOUND"), ("HOSTNAME_UNRESOLVABLE", "GAI_ERROR"),
     ("STORE_BARRIER_WORKER_COUNT_MISMATCH", "WAITING_IN_STORE_BARRIER"),
+    ("NCCL_RELEASE_BUG", "TOPO_CPU_ATTRIBUTE_MISSING"), ("NCCL_RELEASE_BUG", "NET_ID_NOT_FOUND"),
     ("DEEPSPEED_LAUNCHER_TEARDOWN", "KILLING_SUBPROCESS"), ("DEEPSPEED_LAUNCHER_TEARDOWN", "MAIN_PROCESS_RECEIVED_SIGNAL"),
 )
 
@@ -283,3 +286,37 @@ def deepspeed_teardown(col: Collector, add) -> None:
         "and no worker printed a traceback: a worker killed by a signal, most often the out-of-memory killer; what "
         "would decide: the launcher's `exits with return code = N` line (-9: SIGKILL) or `dmesg -T | grep -i oom`",
         kills[:2])
+
+
+# NCCL_RELEASE_BUG's symptoms: signature name -> (the release that fixed it, weight when the log's NCCL is older,
+# where that is said). A specific symptom named in the release notes decides; a vaguer one stays low confidence.
+_RELEASE_FIXES = {
+    "TOPO_CPU_ATTRIBUTE_MISSING": ((2, 8, 3), 0.6, "NCCL 2.8.3's release notes: fix #379, topology injection failing "
+                                   "with fewer GPUs than the XML describes"),
+    "NET_ID_NOT_FOUND": ((2, 27, 3), 0.45, "NCCL 2.27.3's release notes: the graph search excludes non-local NICs "
+                         "(NVIDIA-NeMo/Run#266: 2.25.1 fails this way, 2.27 works)"),
+}
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split(".")[:3] if x.isdigit())
+
+
+def nccl_release_bug(col: Collector, add) -> None:
+    """A symptom of a known NCCL bug (_RELEASE_FIXES) and the NCCL version the log prints: older than the fix,
+    the release is the likely cause; no version in the log, only possible (what decides: the version line);
+    the fixed release or newer, not this bug (the signature alone stays a weak pointer)."""
+    versions = [_version(v) for v in col.fact_values("nccl_version", "v")]
+    for name, (fixed, weight, source) in _RELEASE_FIXES.items():
+        evs = col.sig_evidence(["NCCL_RELEASE_BUG"], name)
+        if not evs:
+            continue
+        shown = ".".join(map(str, fixed))
+        if versions and all(v < fixed for v in versions):
+            vs = ", ".join(".".join(map(str, v)) for v in sorted(set(versions)))
+            low = "" if weight >= 0.5 else "low confidence: "
+            add("NCCL_RELEASE_BUG", weight, f"{low}NCCL {vs} is older than {shown}, which fixed this ({source})"
+                + ("" if not low else "; what would decide: the same job with NCCL " + shown + " or newer"), evs[:2])
+        elif not versions:
+            add("NCCL_RELEASE_BUG", 0.35, f"low confidence: a symptom NCCL fixed in {shown} ({source}); what would "
+                "decide: the log's `NCCL version` line (NCCL_DEBUG=INFO)", evs[:2])
