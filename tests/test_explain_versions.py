@@ -1,0 +1,86 @@
+"""Issue 23, batch 7 work: the facts a person reads around a line decide what it means.
+
+A symptom that a later NCCL release fixed names NCCL_RELEASE_BUG only as far as the log's `NCCL version` allows;
+the DeepSpeed launcher's teardown says a worker died, not why; a log pasted into Markdown reads the same as the
+plain one."""
+import io
+
+from ddpdoctor.logscan import explain_stream
+
+TOPO = b"node1:21744:21790 [0] graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found\n"
+NET_ID = b"graph/topo.h:230 NCCL WARN Could not find NET with id 0\n"
+
+
+def diagnoses(data: bytes):
+    return {d.failure.id: d for d in explain_stream(io.BytesIO(data), "test").diagnoses}
+
+
+def test_a_symptom_fixed_in_a_later_release_names_the_release_when_the_log_s_nccl_is_older():
+    d = diagnoses(b"NCCL version 2.7.8+cuda11.0\n" + TOPO)["NCCL_RELEASE_BUG"]
+    assert d.confidence >= 0.5                                    # named in the release notes: decisive
+    assert any("2.8.3" in n for n in d.notes)
+
+
+def test_the_same_symptom_with_the_fixed_release_is_not_the_release_bug():
+    d = diagnoses(b"node1:1:1 [0] NCCL INFO NCCL version 2.18.5+cuda12.2\n" + TOPO).get("NCCL_RELEASE_BUG")
+    assert d is None or d.confidence < 0.35                       # a hand-written topology file, more likely
+
+
+def test_without_a_version_the_release_bug_is_only_possible_and_says_what_decides():
+    d = diagnoses(TOPO)["NCCL_RELEASE_BUG"]
+    assert d.confidence < 0.5
+    assert any("NCCL version" in n for n in d.notes)
+
+
+def test_a_vague_fix_stays_low_confidence_even_with_an_old_version():
+    data = NET_ID + b"torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3376, internal error " \
+                    b"- please report this issue to the NCCL developers, NCCL version 2.25.1\n"
+    ids = list(diagnoses(data))
+    d = diagnoses(data)["NCCL_RELEASE_BUG"]
+    assert ids[0] == "NCCL_RELEASE_BUG" and 0.35 <= d.confidence < 0.5
+    fixed = diagnoses(NET_ID + b"NCCL version 2.27.3+cuda12.9\n").get("NCCL_RELEASE_BUG")
+    assert fixed is None or fixed.confidence < 0.35
+
+
+TEARDOWN = (b"[2023-09-10 11:45:59,207] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 6293\n"
+            b"[2023-09-10 11:45:59,501] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 6294\n")
+
+
+def test_a_deepspeed_teardown_without_traceback_makes_the_oom_killer_possible_never_certain():
+    ds = diagnoses(TEARDOWN)
+    assert list(ds)[0] == "HOST_OOM_SIGKILL" and ds["HOST_OOM_SIGKILL"].confidence < 0.5
+    assert ds["DEEPSPEED_LAUNCHER_TEARDOWN"].confidence <= 0.3    # says what happened, not why
+
+
+def test_a_deepspeed_teardown_after_a_traceback_or_a_signal_to_the_launcher_is_not_the_oom_killer():
+    tb = b'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\nValueError: bad batch\n'
+    assert "HOST_OOM_SIGKILL" not in diagnoses(tb + TEARDOWN)
+    sig = b"[2023-04-14 13:11:27,885] [INFO] [launch.py:319:sigkill_handler] Main process received SIGTERM, exiting\n"
+    ds = diagnoses(TEARDOWN + sig)
+    assert "HOST_OOM_SIGKILL" not in ds and list(ds)[0] == "DEEPSPEED_LAUNCHER_TEARDOWN"
+
+
+def test_a_line_pasted_with_markdown_bold_and_backticks_reads_as_the_plain_line():
+    plain = (b"[rank4]:[E304 12:54:52.122900428 ProcessGroupNCCL.cpp:616] [Rank 4] Watchdog caught collective operation "
+             b"timeout: WorkNCCL(SeqNum=151721, OpType=_ALLGATHER_BASE, NumelIn=8080, NumelOut=129280, "
+             b"Timeout(ms)=600000) ran for 600049 milliseconds before timing out.\n")
+    marked = b"`" + plain.replace(b"Watchdog", b"**Watchdog").replace(b"timeout:", b"timeout:**").rstrip() + b"`\n"
+    assert list(diagnoses(marked)) == list(diagnoses(plain)) == ["NCCL_COLLECTIVE_TIMEOUT"]
+
+
+def test_a_message_wrapped_in_the_middle_of_a_number_is_joined():
+    wrapped = (b"[rank4]:[E304 12:54:52.122900428 ProcessGroupNCCL.cpp:616] [Rank 4] Watchdog caught collective "
+               b"operation timeout: WorkNCCL(SeqNum=151721, OpType=_ALLGATHER_BASE, NumelIn=8080, NumelOut=1\n"
+               b"29280, Timeout(ms)=600000) ran for 600049 milliseconds before timing out.\n")
+    assert "NCCL_COLLECTIVE_TIMEOUT" in diagnoses(wrapped)
+
+
+def test_colossalai_run_failing_on_a_remote_host_names_ssh_but_not_on_the_local_one():
+    remote = (b"Error: failed to run torchrun --nproc_per_node=4 --nnodes=2 --node_rank=1 train.py on gpu-1648, "
+              b"is localhost: False, exception: No authentication methods available\n")
+    assert diagnoses(remote)["LAUNCHER_SSH_UNREACHABLE"].confidence >= 0.5
+    local = b"Error: failed to run torchrun --nproc_per_node=4 --nnodes=1 --node_rank=0 train.py on 127.0.0.1\n"
+    assert "LAUNCHER_SSH_UNREACHABLE" not in diagnoses(local)
+    trained = (b"Error: failed to run torchrun --nnodes=2 --node_rank=1 train.py on gpu-2, is localhost: False, "
+               b"exception: Encountered a bad command exit code!\n")
+    assert "LAUNCHER_SSH_UNREACHABLE" not in diagnoses(trained)
