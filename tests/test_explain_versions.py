@@ -84,3 +84,27 @@ def test_colossalai_run_failing_on_a_remote_host_names_ssh_but_not_on_the_local_
     trained = (b"Error: failed to run torchrun --nnodes=2 --node_rank=1 train.py on gpu-2, is localhost: False, "
                b"exception: Encountered a bad command exit code!\n")
     assert "LAUNCHER_SSH_UNREACHABLE" not in diagnoses(trained)
+
+
+def test_a_traceback_cut_inside_the_env_rendezvous_names_a_script_started_without_a_launcher():
+    cut = (b'Traceback (most recent call last):\n'
+           b'  File "D:\\proj\\main.py", line 31, in main\n'
+           b"    dist.init_process_group(backend='gloo')\n"
+           b'  File "C:\\envs\\x\\Lib\\site-packages\\torch\\distributed\\rendezvous.py", line 231, in _env_rendezvous_handler\n'
+           b'    rank = int(_get_env_or_raise("RANK"))\n'
+           b'  File "C:\\envs\\x\\Lib\\site-packages\\torch\\distributed\\rendezvous.py", line 216, in _get_env_or_raise\n'
+           b'    raise _env_error(env_var)\n')
+    ds = diagnoses(cut)
+    assert list(ds)[0] == "SCRIPT_WITHOUT_LAUNCHER" and 0.35 <= ds["SCRIPT_WITHOUT_LAUNCHER"].confidence < 0.5
+
+
+ORDINAL = b"RuntimeError: cuda runtime error (101) : invalid device ordinal at /pytorch/torch/csrc/cuda/Module.cpp:59\n"
+
+
+def test_a_launch_line_with_more_processes_than_visible_gpus_decides_an_invalid_device_ordinal():
+    launch = b"CUDA_VISIBLE_DEVICES=1,2 python -m torch.distributed.launch --nproc_per_node=4 train.py\n"
+    ds = diagnoses(launch + ORDINAL)
+    assert list(ds)[0] == "NPROC_EXCEEDS_GPUS" and ds["NPROC_EXCEEDS_GPUS"].confidence >= 0.5
+    enough = b"CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun --nproc-per-node=4 train.py\n"
+    assert diagnoses(enough + ORDINAL).get("NPROC_EXCEEDS_GPUS") is None \
+        or diagnoses(enough + ORDINAL)["NPROC_EXCEEDS_GPUS"].confidence < 0.5

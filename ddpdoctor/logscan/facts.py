@@ -99,7 +99,10 @@ FACTS = (
     Fact("shm_size", r"\s(?P<size>\d+(?:\.\d+)?[KMGT])i?B?\s+\S+\s+\S+\s+\d+%\s+/dev/shm\b", trigger="/dev/shm",
          example="shm                 64M     0   64M   0% /dev/shm"),
     # The GPUs the job was given (a launch line or a printed environment).
-    Fact("cuda_visible", r"CUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<devs>\d+(?:,\d+)*)", trigger="cuda_visible_devices",
+    # On a launch line it may be followed by the launcher's processes per node (torchrun / torch.distributed.launch
+    # `--nproc_per_node` / `--nproc-per-node`, run.py): more processes than the GPUs it names is the mistake itself.
+    Fact("cuda_visible", r"CUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<devs>\d+(?:,\d+)*)"
+         r"(?:.*?--nproc[-_]per[-_]node[= ](?P<nproc>\d+))?", trigger="cuda_visible_devices",
          example="CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node=4 train.py"),
     # NCCL's socket connect to a peer failing (socketStartConnect / socketPollConnect, NCCL >= 2.19 and older).
     # Wordings (NVIDIA/nccl src/misc/socket.cc, src/os/linux.cc): "Connect to %s failed : %s" (2.4 - 2.26, after

@@ -163,7 +163,13 @@ def user_code_rule(col, add, root_rank: int | None = None) -> None:
 _CUT_AT = {("set_device", re.compile(r"[/\\]torch[/\\]cuda[/\\]__init__\.py$")): (
     "NPROC_EXCEEDS_GPUS", "torch.cuda.set_device", "`invalid device ordinal`: a local rank >= the GPUs this process sees "
     "(more processes per node than visible GPUs, or CUDA_VISIBLE_DEVICES narrower than --nproc_per_node)",
-    "the traceback's last line, `nvidia-smi -L` and `echo $CUDA_VISIBLE_DEVICES` against --nproc_per_node")}
+    "the traceback's last line, `nvidia-smi -L` and `echo $CUDA_VISIBLE_DEVICES` against --nproc_per_node"),
+    # torch/distributed/rendezvous.py _env_rendezvous_handler._get_env_or_raise (torch 1.13 .. 2.13): it raises only
+    # `environment variable RANK expected, but not set` (ValueError) for a variable a launcher sets.
+    ("_get_env_or_raise", re.compile(r"[/\\]torch[/\\]distributed[/\\]rendezvous\.py$")): (
+    "SCRIPT_WITHOUT_LAUNCHER", "the env:// rendezvous", "`environment variable RANK expected, but not set`: the script "
+    "was started without torchrun (or another launcher) to set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
+    "the traceback's last line, and how the script was started (torchrun / accelerate launch / srun)")}
 
 
 def cut_traceback_rule(col, add) -> None:
