@@ -108,3 +108,14 @@ def test_a_launch_line_with_more_processes_than_visible_gpus_decides_an_invalid_
     enough = b"CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun --nproc-per-node=4 train.py\n"
     assert diagnoses(enough + ORDINAL).get("NPROC_EXCEEDS_GPUS") is None \
         or diagnoses(enough + ORDINAL)["NPROC_EXCEEDS_GPUS"].confidence < 0.5
+
+
+def test_nccl_built_for_a_newer_cuda_major_than_the_driver_supports_is_a_driver_too_old():
+    fail = (b"torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:275, unhandled cuda error (run with "
+            b"NCCL_DEBUG=INFO for details), NCCL version 2.18.5\n")
+    old = b"node1:1354:1354 [0] NCCL INFO cudaDriverVersion 11040\nNCCL version 2.18.5+cuda12.1\n"
+    ds = diagnoses(old + fail)
+    assert list(ds)[0] == "CUDA_DRIVER_TOO_OLD" and ds["CUDA_DRIVER_TOO_OLD"].confidence >= 0.5
+    same_major = b"node1:1354:1354 [0] NCCL INFO cudaDriverVersion 12020\nNCCL version 2.18.5+cuda12.1\n"
+    assert "CUDA_DRIVER_TOO_OLD" not in diagnoses(same_major + fail)
+    assert "CUDA_DRIVER_TOO_OLD" not in diagnoses(old)        # no failure in the log: a fact, not a diagnosis

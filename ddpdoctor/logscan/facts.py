@@ -54,7 +54,14 @@ FACTS = (
     # ... and its launch configuration the rank it was given (`--node-rank`).
     Fact("group_rank", r"rdzv_configs\s*: \{'rank': (?P<rank>\d+)", example="  rdzv_configs : {'rank': 0, 'timeout': 900}"),
     # NCCL announces its version at init (NCCL_DEBUG=INFO) and in every error message.
-    Fact("nccl_version", r"NCCL version (?P<v>\d+\.\d+\.\d+)", example="node1:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1"),
+    # Its init line also names the CUDA it was built for (init.cc: "NCCL version %s" with NCCL_VERSION_STRING
+    # "2.18.1+cuda12.1"); error messages print the bare version.
+    Fact("nccl_version", r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:\S*?\+cuda(?P<cuda>\d+\.\d+))?",
+         example="node1:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1"),
+    # ... and the CUDA version the driver supports (init.cc ncclInitEnv/initTransportsRank: "cudaDriverVersion %d",
+    # cuDriverGetVersion: 1000 * major + 10 * minor; NCCL >= 2.12).
+    Fact("cuda_driver_version", r"NCCL INFO cudaDriverVersion (?P<v>\d{4,6})", trigger="cudadriverversion",
+         example="node1:1354:1354 [0] NCCL INFO cudaDriverVersion 11080"),
     # torchrun's summary of a failed job (torch/distributed/elastic/multiprocessing/errors).
     Fact("root_cause", r"Root Cause \(first observed failure\)", example="Root Cause (first observed failure):"),
     Fact("summary_host", r"^\s*host\s{2,}: (?P<host>\S+)", trigger="      : ", example="  host      : node1"),

@@ -32,8 +32,8 @@ from ddpdoctor.catalog.model import CAUSE, CLUE, CONSEQUENCE, FailureMode
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.matcher import split_origin
-from ddpdoctor.logscan.rules import (cross_line_rules, deepspeed_teardown, explained_hits, lookup_warning_only,
-                                     nccl_release_bug, store_barrier_overfull)
+from ddpdoctor.logscan.rules import (cross_line_rules, deepspeed_teardown, driver_older_than_build, explained_hits,
+                                     lookup_warning_only, nccl_release_bug, store_barrier_overfull)
 from ddpdoctor.logscan.user_error import cut_traceback_rule, user_code_rule
 
 MIN_CONFIDENCE = 0.2
@@ -213,6 +213,7 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     store_barrier_overfull(col, add)
     deepspeed_teardown(col, add)
     nccl_release_bug(col, add)
+    driver_older_than_build(col, add)
     root_rank = col.summary.get("rank")
     user_code_rule(col, add, int(root_rank) if root_rank is not None and str(root_rank).isdigit() else None)
     cut_traceback_rule(col, add)

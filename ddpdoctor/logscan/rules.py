@@ -26,6 +26,9 @@ Cross-line rules (each cites why):
   kernel's OOM killer is the usual sender);
 * an NCCL symptom that a later NCCL release fixed, with the log's NCCL version older than that release ->
   NCCL_RELEASE_BUG (the fixed-in release from NCCL's release notes, _RELEASE_FIXES);
+* NCCL built for a CUDA major version newer than the one the driver supports (its init lines `NCCL version
+  2.x.y+cudaM.m` and `cudaDriverVersion N`), in a failed job -> CUDA_DRIVER_TOO_OLD (CUDA's compatibility rule: a
+  runtime of major M needs a driver of major M or newer; minor versions are compatible within a major);
 * one pid holding memory on several GPUs in a pasted nvidia-smi process table -> GPU0_EXTRA_MEMORY
   (a rank touches a GPU not its own: CUDA context or tensors on cuda:0 before set_device);
 * a CUDA out-of-memory error in a log whose traceback passes through barrier() -> GPU0_EXTRA_MEMORY (the
@@ -320,3 +323,24 @@ def nccl_release_bug(col: Collector, add) -> None:
         elif not versions:
             add("NCCL_RELEASE_BUG", 0.35, f"low confidence: a symptom NCCL fixed in {shown} ({source}); what would "
                 "decide: the log's `NCCL version` line (NCCL_DEBUG=INFO)", evs[:2])
+
+
+def driver_older_than_build(col: Collector, add) -> None:
+    """NCCL's init lines name the CUDA it was built for (`NCCL version 2.18.1+cuda12.1`) and the CUDA version the
+    driver supports (`cudaDriverVersion 11080`, cuDriverGetVersion). CUDA's compatibility rule: a runtime of major
+    M needs a driver of major >= M (minor versions are compatible within a major, cuda-compat aside, which then
+    reports its own newer version). Only in a log that shows a failure."""
+    if not col.failed:
+        return
+    builds = [v for v in col.facts.get("nccl_version", []) if v.value.get("cuda")]
+    drivers = col.facts.get("cuda_driver_version", [])
+    if not builds or not drivers:
+        return
+    build = max(builds, key=lambda v: _version(v.value["cuda"]))
+    driver = min(drivers, key=lambda v: int(v.value["v"]))
+    major, minor = divmod(int(driver.value["v"]) // 10, 100)
+    built = _version(build.value["cuda"])
+    if built[:1] > (major,):
+        add("CUDA_DRIVER_TOO_OLD", 0.6, f"NCCL was built for CUDA {build.value['cuda']} and the driver supports CUDA "
+            f"{major}.{minor}: a CUDA {built[0]} runtime needs a driver of that major version or newer",
+            [Evidence(v.line, v.text, v.host, v.rank) for v in (build, driver)])
