@@ -362,8 +362,8 @@ def _ordinal(col: Collector, ctx: Context, add, caps: Caps) -> None:
         n = len(visible[0].value.get("devs", "").split(","))
         nproc = next((int(v.value["nproc"]) for v in visible if v.value.get("nproc")), 0)
         if nproc > n:  # the launch line itself starts more processes than the GPUs it gives them
-            add("NPROC_EXCEEDS_GPUS", 0.6, f"the launch line gives {n} GPU(s) (CUDA_VISIBLE_DEVICES) to {nproc} "
-                "processes per node (--nproc_per_node): the extra local ranks ask for devices past them",
+            add("NPROC_EXCEEDS_GPUS", 0.6, f"CUDA_VISIBLE_DEVICES gives {n} GPU(s) to the {nproc} processes per node "
+                "of the same launch line (--nproc_per_node): the extra local ranks ask for devices past them",
                 [_ev(next(v for v in visible if v.value.get("nproc"))), err])
             return
         over = [r for r in ranks if r >= n]
