@@ -119,3 +119,13 @@ def test_nccl_built_for_a_newer_cuda_major_than_the_driver_supports_is_a_driver_
     same_major = b"node1:1354:1354 [0] NCCL INFO cudaDriverVersion 12020\nNCCL version 2.18.5+cuda12.1\n"
     assert "CUDA_DRIVER_TOO_OLD" not in diagnoses(same_major + fail)
     assert "CUDA_DRIVER_TOO_OLD" not in diagnoses(old)        # no failure in the log: a fact, not a diagnosis
+
+
+def test_a_master_name_of_digits_is_read_as_an_address_in_0_0_0_0_slash_8():
+    log = (b"[W socket.cpp:558] [c10d] The client socket has failed to connect to 0.0.0.5:40323 (errno: 110 - "
+           b"Connection timed out).\n"
+           b"[E socket.cpp:610] [c10d] The client socket has failed to connect to any network address of (05, 40323).\n")
+    assert list(diagnoses(log))[0] == "MASTER_ADDR_MALFORMED"
+    named = (b"[E socket.cpp:610] [c10d] The client socket has failed to connect to any network address of "
+             b"(node05, 40323).\n")
+    assert "MASTER_ADDR_MALFORMED" not in diagnoses(named)
