@@ -129,3 +129,33 @@ def test_a_master_name_of_digits_is_read_as_an_address_in_0_0_0_0_slash_8():
     named = (b"[E socket.cpp:610] [c10d] The client socket has failed to connect to any network address of "
              b"(node05, 40323).\n")
     assert "MASTER_ADDR_MALFORMED" not in diagnoses(named)
+
+
+def test_nccl_2_25_kernels_asking_more_shared_memory_than_a_consumer_blackwell_gpu_is_the_release():
+    log = (b"node1:4766:4766 [0] NCCL INFO NCCL version 2.25.1+cuda12.8\n"
+           b"node1:4766:4780 [0] NCCL INFO ncclMaxSharedMem 82240 exceeds device/fn maxSharedMem 79856\n")
+    assert list(diagnoses(log))[0] == "NCCL_RELEASE_BUG" and diagnoses(log)["NCCL_RELEASE_BUG"].confidence >= 0.5
+    fixed = log.replace(b"2.25.1+cuda12.8", b"2.26.2+cuda12.8")
+    assert diagnoses(fixed).get("NCCL_RELEASE_BUG") is None or diagnoses(fixed)["NCCL_RELEASE_BUG"].confidence < 0.35
+
+
+def test_the_raise_statement_of_the_env_rendezvous_names_the_variable_a_launcher_sets():
+    log = (b'  File "/env/lib/python3.8/site-packages/torch/distributed/rendezvous.py", line 166, in _env_rendezvous_handler\n'
+           b'    raise _env_error("MASTER_ADDR")\n')
+    assert list(diagnoses(log))[0] == "SCRIPT_WITHOUT_LAUNCHER"
+
+
+def test_a_tensor_on_the_wrong_device_is_the_job_s_own_code_though_it_names_cuda():
+    log = (b'  File "models/yolox.py", line 246, in get_output_and_grid\n'
+           b"    reg_box[..., :2] = (reg_box[..., :2] + grid) * stride\n"
+           b"RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:1 and "
+           b"cuda:0!\n")
+    assert list(diagnoses(log))[0] == "USER_CODE_EXCEPTION"
+
+
+def test_other_processes_on_gpu_0_are_not_the_cause_when_this_one_holds_most_of_it():
+    log = (b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 388.00 MiB. GPU 0 has a total capacity of "
+           b"23.64 GiB of which 562.06 MiB is free. Process 1140273 has 384.00 MiB memory in use. Including non-PyTorch "
+           b"memory, this process has 22.14 GiB memory in use. Process 1209389 has 516.00 MiB memory in use.\n")
+    ds = diagnoses(log)
+    assert list(ds)[0] == "GPU_OUT_OF_MEMORY" and ds["GPU0_EXTRA_MEMORY"].confidence <= 0.3

@@ -282,6 +282,10 @@ def _oom(col: Collector, ctx: Context, add, caps: Caps) -> None:
         caps.notes.setdefault("GPU_OUT_OF_MEMORY", []).append(
             f"this process itself holds {own / 2**30:.1f} of {cap / 2**30:.1f} GiB: the model, batch or activations "
             "do not fit (not another process)")
+        # the OOM line lists the other processes on the GPU as well: with this one holding most of it, they are
+        # not what filled it (GPU0_EXTRA_MEMORY's signature reads only that several are there)
+        caps.set("GPU0_EXTRA_MEMORY", 0.3, f"low confidence: other processes are on the GPU, but this one holds "
+                 f"{own / 2**30:.1f} of its {cap / 2**30:.1f} GiB itself; what would decide: `nvidia-smi` while it runs")
         return
     if cap and free is not None and own is not None and free < 0.05 * cap and own < 0.5 * cap:
         add("GPU0_EXTRA_MEMORY" if gpu and gpu.group(1) == "0" else "DUPLICATE_GPU_PER_RANK", 0.6,

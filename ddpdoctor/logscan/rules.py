@@ -61,6 +61,7 @@ SIGNATURES_USED = (
     ("HOSTNAME_UNRESOLVABLE", "HOST_NOT_FOUND"), ("HOSTNAME_UNRESOLVABLE", "GAI_ERROR"),
     ("STORE_BARRIER_WORKER_COUNT_MISMATCH", "WAITING_IN_STORE_BARRIER"),
     ("NCCL_RELEASE_BUG", "TOPO_CPU_ATTRIBUTE_MISSING"), ("NCCL_RELEASE_BUG", "NET_ID_NOT_FOUND"),
+    ("NCCL_RELEASE_BUG", "KERNEL_SHARED_MEM_EXCEEDS_DEVICE"),
     ("DEEPSPEED_LAUNCHER_TEARDOWN", "KILLING_SUBPROCESS"), ("DEEPSPEED_LAUNCHER_TEARDOWN", "MAIN_PROCESS_RECEIVED_SIGNAL"),
 )
 
@@ -296,6 +297,8 @@ def deepspeed_teardown(col: Collector, add) -> None:
 _RELEASE_FIXES = {
     "TOPO_CPU_ATTRIBUTE_MISSING": ((2, 8, 3), 0.6, "NCCL 2.8.3's release notes: fix #379, topology injection failing "
                                    "with fewer GPUs than the XML describes"),
+    "KERNEL_SHARED_MEM_EXCEEDS_DEVICE": ((2, 26, 2), 0.6, "NCCL 2.26.2's release notes: fix shared memory usage on "
+                                         "recent Blackwell GPUs, NVIDIA/nccl-tests#287, #291, NVIDIA/nccl#1637"),
     "NET_ID_NOT_FOUND": ((2, 27, 3), 0.45, "NCCL 2.27.3's release notes: the graph search excludes non-local NICs "
                          "(NVIDIA-NeMo/Run#266: 2.25.1 fails this way, 2.27 works)"),
 }
