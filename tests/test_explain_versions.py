@@ -159,3 +159,18 @@ def test_other_processes_on_gpu_0_are_not_the_cause_when_this_one_holds_most_of_
            b"memory, this process has 22.14 GiB memory in use. Process 1209389 has 516.00 MiB memory in use.\n")
     ds = diagnoses(log)
     assert list(ds)[0] == "GPU_OUT_OF_MEMORY" and ds["GPU0_EXTRA_MEMORY"].confidence <= 0.3
+
+
+SYSERR = (b"torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:275, unhandled system error (run with "
+          b"NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n")
+
+
+def test_nccl_connecting_to_a_link_local_or_loopback_peer_address_is_the_wrong_interface():
+    for addr in (b"169.254.0.1", b"127.0.0.1"):
+        log = SYSERR + b"misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to " + addr + \
+            b"<40815> failed : Software caused connection abort\n"
+        ds = diagnoses(log)
+        assert list(ds)[0] == "NCCL_WRONG_INTERFACE_AUTOSELECTED" and ds[list(ds)[0]].confidence >= 0.5, addr
+    routable = SYSERR + b"misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<40815> failed : " \
+                        b"Software caused connection abort\n"
+    assert list(diagnoses(routable))[0] != "NCCL_WRONG_INTERFACE_AUTOSELECTED"

@@ -167,6 +167,10 @@ def differential(col: Collector, add, caps: Caps) -> None:
         _connect(col, ctx or context(col), add)
 
 
+_LOOPBACK_ADDR = re.compile(r"127\.|::1$|::ffff:127\.")
+_LINK_LOCAL_ADDR = re.compile(r"169\.254\.|[fF][eE][89abAB][0-9a-fA-F]:|::ffff:169\.254\.")
+
+
 def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
     err = _hits(col, NCCL_GENERIC)[0]
     site = ctx.site_before(err.line)
@@ -187,7 +191,16 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
         v = conn[0]
         why = v.value.get("why", "")
         evs = [_ev(v), err]
-        if "refused" in why.lower():
+        addr = v.value.get("addr", "").strip("[]")
+        local = _LOOPBACK_ADDR.match(addr) and len(ctx.hosts) != 1   # one host: lo may be all NCCL had
+        if local or _LINK_LOCAL_ADDR.match(addr):
+            # the address a peer advertised reaches only its own host (loopback) or its own link (link-local,
+            # 169.254/16 and fe80::/10, RFC 3927 / 4291): NCCL picked an interface the nodes do not share
+            add("NCCL_WRONG_INTERFACE_AUTOSELECTED", 0.55, f"NCCL's connect to {addr} failed: a "
+                f"{'loopback' if local else 'link-local'} address, which a peer on another host cannot reach; NCCL "
+                "chose an interface the nodes do not share; decide with: the `NET/Socket : Using` / `Bootstrap : Using` "
+                "lines (NCCL_DEBUG=INFO) of each node, then NCCL_SOCKET_IFNAME=<the interface they share>", evs)
+        elif "refused" in why.lower():
             add("NCCL_WRONG_INTERFACE_AUTOSELECTED", 0.35, f"NCCL's connect to {v.value.get('addr')} was refused: the "
                 "peer listens on another address (interface chosen by NCCL) or had already exited; decide with: "
                 "NCCL_DEBUG=INFO (the `NET/Socket : Using` line of every node), `ddpdoctor network`", evs)
