@@ -258,8 +258,6 @@ class Matcher:
         return out
 
     def _scan_block(self, data: bytes, first_line: int, saturated=frozenset()) -> Iterator[LineMatch]:
-        if b"**" in data:  # Markdown bold a poster put in a pasted log: read the words, not the markers (_unmarked)
-            data = data.replace(b"**", b"")
         low = data.lower()
         spans: dict[int, tuple[int, set[bytes]]] = {}  # line start -> (line end, gates hit)
         for start, end, _pos, gate in self._all_gate_hits(low):
@@ -279,6 +277,8 @@ class Matcher:
         for start in sorted(spans):
             end, gates = spans[start]
             segment = low[start:end]
+            if b"**" in segment:  # Markdown bold a poster put in a pasted log: the words, not the markers (_unmarked)
+                segment = segment.replace(b"**", b"")
             hits: dict[int, Rule] = {}
             for gate in gates:
                 for trigger, rules in self.gates[gate].items():
