@@ -42,7 +42,8 @@ GPU_WAIT_S = 6.0       # the same Python stack, the thread in the driver, this l
 MIN_SAMPLES = 100      # driver samples before the verdict (1000 a second while it spins alone on a core)
 PERF_MIN_S = 3.0       # and sampled in the driver, with nothing else, for at least this long
 IDLE_S = 3.0           # no CPU sample at all this long: the thread sleeps, it does not spin
-BACKOFF_S = 30.0       # after 3 candidacies that left the driver (a GPU-bound loop): rest this long
+BACKOFF_S = 30.0       # after 3 candidacies that left the driver (a GPU-bound loop), the record chunks
+                       # start none for this long (the dense dumps, taken while another rank is still, do)
 DRIVER = "libcuda.so"
 NEUTRAL = ("[vdso]", "libc.so", "libpthread.so", "ld-linux", "[anon]", "libcudart")  # the driver's clock reads, yields
 # The CUDA calls that wait for the device (CUDA Runtime / Driver API names), and torch's ops behind them.
@@ -172,8 +173,8 @@ class GpuWatch:
             return
         if p.cand is not None and key != p.cand.key:
             self._end(p, now, moved=True)
-        elif p.cand is None and p.cuda and not skip and key == p.last_key and now >= p.rest_until \
-                and now - p.last_t <= 3.0:   # two dumps of the dense schedule: nothing between them unseen for long
+        elif p.cand is None and p.cuda and not skip and key == p.last_key \
+                and now - p.last_t <= 3.0:   # two dumps of the dense schedule (another rank is still): no rest
             self._start(pid, p, key, p.last_t, now)
         p.last_key, p.last_t = key, now
 
