@@ -94,6 +94,7 @@ def test_a_rank_spinning_in_the_cuda_driver_at_one_line_is_named_the_origin_the_
         onset = float(j.wait_for("hang_at", 30).split()[1])
         e = w.wait_for("hang", HANG_GOAL_S + 10, after=onset)
         assert e is not None, (w.events, w.stderr)
+        print(f"GPU wait named {e['at'] - onset:.1f} s after the onset (load {os.getloadavg()[0]:.1f})")
         assert e["at"] - onset <= HANG_GOAL_S, e["at"] - onset
         assert e["ranks"] == [0] and e["detail"].startswith("waits on its GPU"), e
         (x,) = e["where"]

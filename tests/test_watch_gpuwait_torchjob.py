@@ -110,6 +110,7 @@ def test_a_loop_that_waits_in_the_driver_most_of_each_step_is_never_confirmed(sp
     perf_or_skip(pid).close()
     got, gw = watch_for(pid, 20)
     assert got == []
+    assert gw.counts["started"] >= 2 and gw.counts["left"] >= 2, gw.counts   # looked at, and seen to leave
 
 
 def test_with_native_stacks_asked_for_the_cuda_call_is_named_and_the_pause_measured(spinner):

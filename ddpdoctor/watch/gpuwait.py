@@ -152,6 +152,7 @@ class GpuWatch:
         self.native = os.environ.get("DDPDOCTOR_WATCH_NATIVE") == "1" if native is None else native
         self.perf_error = ""          # why perf events are unavailable here, once seen
         self.native_costs: list[float] = []
+        self.counts: Counter = Counter()   # candidacies started / ended by leaving the driver / confirmed
 
     def _p(self, pid: int) -> _Pid:
         p = self.pids.get(pid)
@@ -215,6 +216,7 @@ class GpuWatch:
             return   # nothing here can tell a GPU wait from a Python line that takes long
         c.perf_t = c.last_cpu_t = now
         p.cand = c
+        self.counts["started"] += 1
 
     def _end(self, p: _Pid, now: float, moved: bool) -> None:
         c = p.cand
@@ -225,6 +227,7 @@ class GpuWatch:
         if moved and (c.driver >= MIN_SAMPLES or c.confirmed):  # it sat in the driver, then went on by itself
             p.longest = max(p.longest, now - c.since)
         elif not moved:   # it ran elsewhere or slept: not a spin in the driver
+            self.counts["left"] += 1
             p.fails += 1
             if p.fails >= 3:
                 p.fails, p.rest_until = 0, now + BACKOFF_S
@@ -260,6 +263,7 @@ class GpuWatch:
             sampled = c.sampler is None or now - c.perf_t >= PERF_MIN_S
             if c.confirmed is None and held >= need and sampled and p.last_t >= now - 2.5 and p.last_key == c.key:
                 c.confirmed = self._confirm(pid, c, now)
+                self.counts["confirmed"] += c.confirmed is not None
                 if c.confirmed is None:
                     if c.sampler is None:
                         self._end(p, now, moved=False)
