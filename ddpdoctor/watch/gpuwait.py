@@ -11,16 +11,15 @@ nothing but libcuda.so.1 frames (pytorch/pytorch#95944); cudaStreamSynchronize a
 frames down to clock_gettime@plt, the driver's spin reading the clock (rwth-i6/returnn#1811).
 
 What this module does, on each node, for each rank (NodeView calls it every tick):
-1. candidate: the process has libcuda.so mapped, and its main thread's Python stack (not in a
-   collective or a DataLoader) was the same in two dumps in a row, or filled at least half of its last
-   `py-spy record` chunk;
+1. candidate: the process has libcuda.so mapped, and a dump shows its main thread at a user line (not in
+   a collective or a DataLoader), or that stack filled at least half of its last `py-spy record` chunk;
 2. it then samples where the main thread's CPU time goes (probes/ipsample.py: perf events, the
    instruction pointer, no ptrace stop): a healthy GPU-bound loop leaves the driver every step (the
    interpreter runs the next step's Python), a rank that waits spins in libcuda.so.1 only (and the vDSO's
    clock_gettime, libc's sched_yield). One sample outside the driver ends the candidacy;
 3. confirmed when the stack has been the same for GPU_WAIT_S (and twice the longest such wait this rank
-   had before that ended by itself, for a job whose healthy steps sit in one sync that long), with at
-   least MIN_SAMPLES driver samples and a dump that still shows the same stack: the rank's observation
+   had before that ended by itself, for a job whose healthy steps sit in one sync that long), sampled
+   in the driver alone for PERF_MIN_S with at least MIN_SAMPLES samples, and a dump still shows the stack: the rank's observation
    then carries `gpu` = {lib, held_s, samples, share, how[, call]}; watch/judge.py turns it into a wait.
 With DDPDOCTOR_WATCH_NATIVE=1 one `py-spy dump --native` (it stops the process while it unwinds:
 py-spy refuses `--native --nonblocking`) names the CUDA call at confirmation, and confirms on its own
@@ -40,7 +39,9 @@ from ddpdoctor.probes import ipsample, pyspy
 
 GPU_WAIT_S = 6.0       # the same Python stack, the thread in the driver, this long: it waits on its GPU
 MIN_SAMPLES = 100      # driver samples before the verdict (1000 a second while it spins alone on a core)
-PERF_MIN_S = 3.0       # and sampled in the driver, with nothing else, for at least this long
+PERF_MIN_S = 5.0       # and sampled in the driver, with nothing else, for at least this long: a healthy
+                       # step's sync shorter than that is seen to end (the dumps alone cannot tell: a GPU-bound
+                       # loop sits at its `.item()` line in most of them)
 IDLE_S = 3.0           # no CPU sample at all this long: the thread sleeps, it does not spin
 BACKOFF_S = 30.0       # after 3 candidacies that left the driver (a GPU-bound loop), the record chunks
                        # start none for this long (the dense dumps, taken while another rank is still, do)
@@ -174,9 +175,11 @@ class GpuWatch:
             return
         if p.cand is not None and key != p.cand.key:
             self._end(p, now, moved=True)
-        elif p.cand is None and p.cuda and not skip and key == p.last_key \
-                and now - p.last_t <= 3.0:   # two dumps of the dense schedule (another rank is still): no rest
-            self._start(pid, p, key, p.last_t, now)
+        elif p.cand is None and p.cuda and not skip:
+            # any dump of a CUDA rank at a user line starts the sampler (no rest: a loop is seen to leave the
+            # driver within a step, at a few ms of perf sampling); the stack counts as held from the dump
+            # before when that one, 2 s earlier on the dense schedule, showed the same stack
+            self._start(pid, p, key, p.last_t if key == p.last_key and now - p.last_t <= 3.0 else now, now)
         p.last_key, p.last_t = key, now
 
     def note_samples(self, now: float, samples: dict) -> None:
@@ -269,7 +272,8 @@ class GpuWatch:
                         self._end(p, now, moved=False)
                     continue
             if c.confirmed is not None:
-                out[pid] = {**c.confirmed, "held_s": round(held, 1), "need_s": need}
+                out[pid] = {**c.confirmed, "held_s": round(held, 1), "need_s": need,
+                            **({"spin_s": round(now - c.perf_t, 1)} if c.sampler is not None else {})}
         return out
 
     def _confirm(self, pid: int, c: _Cand, now: float) -> dict[str, Any] | None:

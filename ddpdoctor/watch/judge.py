@@ -27,7 +27,7 @@ HANG_S = 6.0              # nothing moved for this long: a rank waits / the job 
 BUSY_HANG_S = 120.0       # others wait this long while one rank computes: a hang with a busy origin
 MOVE_BUSY_SHARE = 0.02    # main-thread busy time over HANG_S that counts as moving (a Gloo wait adds 0)
 MOVE_IO_BYTES = 64 << 10  # I/O over HANG_S that counts as moving (store polls are a few hundred bytes)
-ALL_GPU_S = 10.0          # every rank waits on its GPU this long: the (low-confidence) verdict
+ALL_GPU_S = 8.0           # every rank waits on its GPU this long (driver-only samples): the low-confidence verdict
 WAIT_KINDS = ("collective", "ddp", "backward", "distributed")
 
 
@@ -192,7 +192,7 @@ class Judge(StragglerJudge):
             return [self._open_hang(now, busy_odd, waiting, "busy in user code (its CPU time grows)")]
         if any(not t.stack_covers(now, self.hang_s) for t in alive if not (t.last_tick() and t.last_tick()[4] in "Tt")):
             return []  # wait for stacks of every rank that can be sampled
-        if len(gpu) == len(alive) and not gone and min(float(t.gpu.get("held_s") or 0) for t in gpu) < ALL_GPU_S:
+        if len(gpu) == len(alive) and not gone and min(_gpu_s(t) for t in gpu) < ALL_GPU_S:
             return []  # every rank in its driver and nothing else to tell: a longer look before a weak verdict
         return [self._origin(now, alive, waiting, gone)]
 
@@ -278,7 +278,7 @@ class Judge(StragglerJudge):
     def _gpu_origin(self, now, gpu, coll) -> dict[str, Any]:
         """Ranks that wait on their GPU, the others (if any) in a collective. An NCCL collective that lost a
         peer, or a kernel that never ends, both look like this from outside: the flight recorder decides."""
-        held = min(float(t.gpu.get("held_s") or 0) for t in gpu)
+        held = min(_gpu_s(t) for t in gpu)
         if coll:   # the others wait for them in a collective: they are what keeps the job
             return self._open_hang(now, gpu, coll, f"waits on its GPU for {held:.0f} s: its main thread spins in "
                                    f"{_gpu_lib(gpu)} at one line{_gpu_call(gpu)} (a kernel that does not end, or an "
@@ -324,6 +324,11 @@ def _gpu_waits(alive: list[RankTrack]) -> list[RankTrack]:
     return [t for t in alive if t.gpu]
 
 
+def _gpu_s(t: RankTrack) -> float:
+    """How long its wait is proven: the driver-only samples (spin_s) where perf sampled it, else the stack."""
+    return float(t.gpu.get("spin_s", t.gpu.get("held_s")) or 0)
+
+
 def _gpu_lib(ts) -> str:
     return next((str(t.gpu.get("lib")) for t in ts if t.gpu and t.gpu.get("lib")), "the CUDA driver")
 
@@ -335,7 +340,7 @@ def _gpu_call(ts) -> str:
 
 def _gpu_list(ts) -> list[dict[str, Any]]:
     return [{"rank": t.rank, "host": t.host, "pid": t.pid, "at": where_text(t.latest_where()),
-             **{k: t.gpu[k] for k in ("lib", "call", "held_s", "how") if t.gpu.get(k) is not None}}
+             **{k: t.gpu[k] for k in ("lib", "call", "held_s", "spin_s", "how") if t.gpu.get(k) is not None}}
             for t in sorted(ts, key=lambda t: t.rank) if t.gpu]
 
 
