@@ -90,6 +90,8 @@ def test_every_rank_waiting_on_its_gpu_is_a_low_confidence_hang_after_a_longer_l
                            "or the network) or a kernel that does not end; decide with the flight recorder: "
                            "ddpdoctor arm / explain --fr")
     assert [g["rank"] for g in e["gpu_wait"]] == [0, 1, 2]
+    assert line({**e, "wall": 0}).startswith("00:00:00 (low confidence) hang: ranks 0,1,2 wait in train_step at "
+                                             "train.py:42; origin every rank waits on its GPU")
 
 
 def test_a_gpu_bound_loop_at_the_same_item_line_most_samples_is_no_hang():
