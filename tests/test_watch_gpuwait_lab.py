@@ -111,6 +111,7 @@ def test_a_loop_whose_every_step_sits_two_seconds_in_the_driver_is_no_hang(job):
     j = job(wait_s=2.0, seconds=240)
     j.wait_for("ready 0", 120)
     w = Watch("--pid", str(j.proc.pid), "--deadline", "50")
-    rc = w.finish(90)
+    w.finish(90)
+    # rank 1 waits for rank 0 every step: a straggler may be named (rank 0 is the one the other waits for)
     assert [e for e in w.events if e["kind"] in ("hang", "recovered")] == [], w.events
-    assert w.events[-1]["kind"] == "summary" and rc == 0, (w.events, w.stderr[-2000:])
+    assert w.events[-1]["kind"] == "summary" and w.events[-1]["end"] == "deadline", (w.events, w.stderr[-2000:])
