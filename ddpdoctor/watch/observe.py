@@ -24,6 +24,7 @@ from typing import Any
 
 from ddpdoctor.inspect.where import COLLECTIVES
 from ddpdoctor.watch import netstuck
+from ddpdoctor.watch.gpuwait import GpuWatch
 from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
 from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, qdiscs, stacks, throttled_ns
@@ -58,6 +59,7 @@ class NodeView:
         self.cgroup: dict[int, str | None] = {}
         self._next_qdisc = 0.0
         self._next_cgroup = time.monotonic() + CGROUP_EVERY_S
+        self.gpu = GpuWatch()   # a rank that spins in the CUDA driver at one Python line (watch/gpuwait.py)
 
     def refind(self, now: float) -> None:
         if now < self._next_find:
@@ -84,12 +86,16 @@ class NodeView:
             self._next_cgroup = now + CGROUP_EVERY_S
             self.cgroup.clear()
         live = [pid for pid in self.ranks if pid not in self.reported_gone]
-        take = now >= self._next_stack or (want_stacks and now >= self._next_stack - (STACK_EVERY_S - DENSE_EVERY_S))
+        dense = want_stacks or self.gpu.wants(now)
+        take = now >= self._next_stack or (dense and now >= self._next_stack - (STACK_EVERY_S - DENSE_EVERY_S))
         samples = {}
         workers: dict[int, list[int]] = {}
         chunks = {}
         if self.recorder is not None:
-            chunks = {c.pid: summarize(c.samples) for c in self.recorder.collect()}
+            done = self.recorder.collect()
+            for c in done:
+                self.gpu.note_chunk(c.pid, now, c.samples, self.recorder.chunk_s)
+            chunks = {c.pid: summarize(c.samples) for c in done}
             self.recorder.ensure(live)
         if take:
             self._next_stack = now + STACK_EVERY_S
@@ -97,6 +103,8 @@ class NodeView:
                 workers[pid] = rankmod.children(pid)
             helpers = {w for ws in workers.values() for w in ws}
             samples = stacks(live + sorted(helpers), self.dump_timeout, helpers)
+            self.gpu.note_samples(now, {p: s for p, s in samples.items() if p not in helpers})
+        gpu = self.gpu.tick(now, live)
         qd = None
         if now >= self._next_qdisc:
             self._next_qdisc = now + QDISC_EVERY_S
@@ -123,6 +131,8 @@ class NodeView:
                 self.loader_ranks.discard(pid)
             if pid in chunks:
                 rec["rec"] = chunks[pid]
+            if pid in gpu:
+                rec["gpu"] = gpu[pid]
             if qd is not None:
                 rec["qdisc"] = qd
             if want_stacks and take:  # only while a rank is still: a hang's network side
@@ -136,6 +146,7 @@ class NodeView:
 
     def close(self):
         self.exits.close()
+        self.gpu.close()
         if self.recorder is not None:
             self.recorder.close()
 
