@@ -152,3 +152,14 @@ def test_a_chunk_counts_the_samples_in_backward_apart_from_those_in_a_collective
     fwd = (("<module>", "ddp_train.py", 71), ("augment_batch", "ddp_train.py", 53))
     assert summarize([(bwd, 30), (coll, 5), (fwd, 65)]) == {
         "n": 100, "wait": 5, "bwd": 30, "lines": {"<module> ddp_train.py:73": 30, "augment_batch ddp_train.py:53": 65}}
+
+
+def test_a_rank_the_others_spend_almost_every_step_waiting_for_gets_no_meaningless_ratio():
+    """Rank 0 spends 2 s of every step in a device sync while rank 1 only waits for it in all_reduce (the GPU-wait
+    lab job): rank 1's own part is ~0, so "its own part 1000000.00× the median's" must not be printed."""
+    j = Judge()
+    ranks = [Rank(0, busy=0.95), Rank(1, busy=0.02)]
+    ev = play_shares(j, ranks, 90, lambda r: 0.0 if r == 0 else 0.99)
+    (e,) = [e for e in ev if e["kind"] == "straggler"]
+    assert e["ranks"] == [0] and e["ratio"] is None, e
+    assert "the others do little else than wait" in e["detail"] and "×" not in e["detail"], e

@@ -45,6 +45,7 @@ EXCESS_K = 0.06        # lag above this accumulates (lag-seconds, over judgement
 EXCESS_H = 5.0         # ... to this: 20 % for 36 s, 30 % for 21 s (the healthy traces: at most 4.0)
 EXCESS_MIN_S = 25.0    # ... over at least this long, and lagging >= 10 % at the judgement that names it
 EXPLICIT_WAIT = 0.02  # a rank's share of samples in an explicit collective under which it shows none
+MIN_PART = 0.05      # the median rank's own part (or busy share) under which a ratio against it is not printed
 STRAGGLER_MIN_WAIT = 0.10  # ranks waiting in their collectives at least this share for a node to hold them back
 NET_HELD_PER_S = 5.0      # packets a second a node's egress shaper delays (overlimits) to hold the job back
 NET_PERSIST_S = 20.0      # ... at every judgement for this long: no shaper, no overlimits (no noise to outlast,
@@ -211,12 +212,17 @@ class StragglerJudge:
         v = sh[key]
         others = [o for k, o in sh.items() if k != key]
         med_wait = statistics.median(o["wait"] for o in others if o["wait"] is not None)
+        # a ratio against a median part under MIN_PART of the step says nothing a person can use (the others
+        # only wait: 1000000×); the share of the step they wait says it
         if explicit_waits(sh):
-            ratio = (1 - v["wait"]) / max(1 - med_wait, 1e-6)
-            part = f"its own part {ratio:.2f}× the median's"
+            own = 1 - med_wait
+            ratio = (1 - v["wait"]) / own if own >= MIN_PART else None
+            part = f"its own part {ratio:.2f}× the median's" if ratio else "the others do little else than wait"
         else:  # the waits are inside backward (DDP): its own part is its busy time against the others'
-            ratio = v["busy"] / max(statistics.median(o["busy"] for o in others), 1e-6)
-            part = f"its main thread busy {ratio:.2f}× the median's; the others wait inside backward (DDP)"
+            own = statistics.median(o["busy"] for o in others)
+            ratio = v["busy"] / own if own >= MIN_PART else None
+            part = ((f"its main thread busy {ratio:.2f}× the median's" if ratio else "the others are hardly busy")
+                    + "; the others wait inside backward (DDP)")
         mean_lag = statistics.fmean(s[2] for s in seen)
         # a CPU cap: its cgroup throttled it (cpu.stat); a busy core: it waited for a CPU more than the others
         if v["throttled"] >= 0.05 and v["throttled"] > 2 * statistics.median(o["throttled"] for o in others):
@@ -231,7 +237,7 @@ class StragglerJudge:
             why = ""
         ev = self._event("straggler", [t], now,
                          detail=f"the others wait for it {mean_lag:.0%} of every step ({part})",
-                         ratio=round(ratio, 3), lag=round(mean_lag, 3), extra_where=self._extra_where(key, now),
+                         ratio=round(ratio, 3) if ratio else None, lag=round(mean_lag, 3), extra_where=self._extra_where(key, now),
                          cause=why, others_wait=round(med_wait, 3))
         self.straggler = {"_key": key, **ev}
         return [ev]
