@@ -23,7 +23,7 @@ import zlib
 from typing import Any
 
 from ddpdoctor.inspect.where import COLLECTIVES
-from ddpdoctor.watch import netstuck
+from ddpdoctor.watch import netstuck, seqfeed
 from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
 from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, qdiscs, stacks, throttled_ns
@@ -41,7 +41,7 @@ def _sig(signature: tuple) -> str:
 
 class NodeView:
     def __init__(self, pid: int | None = None, host: str | None = None, dump_timeout: float = 3.0,
-                 record: bool = True):
+                 record: bool = True, debug_server: str = "auto"):
         self.pid = pid
         self.host = host or socket.gethostname()
         self.dump_timeout = dump_timeout
@@ -58,6 +58,10 @@ class NodeView:
         self.cgroup: dict[int, str | None] = {}
         self._next_qdisc = 0.0
         self._next_cgroup = time.monotonic() + CGROUP_EVERY_S
+        # torch's debug server in the ranks: their collective sequence numbers (watch/seqfeed.py)
+        self.debug_server = debug_server
+        self.seqfeed = seqfeed.for_ranks(found, debug_server)
+        self._seq_seen: dict[int, float] = {}
 
     def refind(self, now: float) -> None:
         if now < self._next_find:
@@ -74,6 +78,11 @@ class NodeView:
             if r.job == self.job and r.pid not in self.ranks:
                 self.ranks[r.pid] = r
                 self.exits.add(r.pid)
+                if self.seqfeed is not None:
+                    self.seqfeed.add([r])
+        if self.seqfeed is None and self.debug_server == "auto":  # a server started after watch did
+            self.seqfeed = seqfeed.for_ranks([self.ranks[p] for p in self.ranks if p not in self.reported_gone],
+                                             "auto")
 
     def ended(self) -> bool:
         return bool(self.ranks) and all(pid in self.reported_gone for pid in self.ranks)
@@ -97,6 +106,8 @@ class NodeView:
                 workers[pid] = rankmod.children(pid)
             helpers = {w for ws in workers.values() for w in ws}
             samples = stacks(live + sorted(helpers), self.dump_timeout, helpers)
+        if want_stacks and self.seqfeed is not None:
+            self.seqfeed.dense(now)
         qd = None
         if now >= self._next_qdisc:
             self._next_qdisc = now + QDISC_EVERY_S
@@ -123,6 +134,8 @@ class NodeView:
                 self.loader_ranks.discard(pid)
             if pid in chunks:
                 rec["rec"] = chunks[pid]
+            if (seq := seqfeed.observation(self.seqfeed, r.rank, self._seq_seen)) is not None:
+                rec["seq"] = seq
             if qd is not None:
                 rec["qdisc"] = qd
             if want_stacks and take:  # only while a rank is still: a hang's network side
@@ -136,6 +149,8 @@ class NodeView:
 
     def close(self):
         self.exits.close()
+        if self.seqfeed is not None:
+            self.seqfeed.close()
         if self.recorder is not None:
             self.recorder.close()
 
