@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -157,11 +158,11 @@ def parse_body(body: bytes) -> dict[str, dict[str, Any]]:
     for pg, p in out.items():
         if p["enq"] <= p["done"]:
             continue
-        needle = f'"collective_seq_id":{p["done"] + 1},'
-        k, tries = text.find(needle), 0
-        while k >= 0 and tries < 64 and p["op"] is None:
-            tries += 1
-            start = text.rfind("{", 0, k)
+        needle = re.compile(f'"collective_seq_id":\\s*{p["done"] + 1}\\s*[,}}]')
+        for tries, m in enumerate(needle.finditer(text)):
+            if tries >= 64 or p["op"] is not None:
+                break
+            start = text.rfind("{", 0, m.start())
             try:
                 e, _ = dec.raw_decode(text, start) if start >= 0 else (None, 0)
             except ValueError:
@@ -170,7 +171,6 @@ def parse_body(body: bytes) -> dict[str, dict[str, Any]]:
                                               "last_completed_collective": p["done"]}},
                            "entries": [e] if isinstance(e, dict) else []})
             p["op"] = found[pg]["op"] if str(e.get("pg_id") if isinstance(e, dict) else None) == pg else None
-            k = text.find(needle, k + 1)
     return out
 
 

@@ -183,9 +183,8 @@ def judge(j, now: float, alive: list, still: Mapping[int, bool]) -> list | None:
         return None  # every rank entered it: a long GPU step looks the same for a while
     else:
         detail = describe(h)
-    ev = j._open_hang(now, h.origin, h.waiting, detail)
-    ev.update(fields(h))
-    j.hang.update(fields(h))
+    ev = j._event("hang", h.origin, now, detail=detail, **fields(h))
+    j.hang = {"_t": now, **ev}
     return [ev]
 
 
@@ -203,9 +202,10 @@ def annotate(ev: dict, tracks: Iterable, now: float) -> None:
         return
     pg, seq = keys.pop()
     op = next((st.op for st in states if st.op), None)
-    h = SeqHang(pg, seq, op, [t for t in tracks if t.rank in want], [], 0.0)
     origin = [t for t in tracks if t.rank in set(ev.get("ranks") or ())]
     enq = [t.seqs[-1][1].get(pg, {}).get("enq") if t.seqs else None for t in origin]
-    if origin and all(type(e) is int and e < seq for e in enq):
+    never = bool(origin) and all(type(e) is int and e < seq for e in enq)
+    h = SeqHang(pg, seq, op, [t for t in tracks if t.rank in want], origin if never else [], 0.0)
+    if never:
         ev["detail"] = f"{describe(h)}: {ev['detail']}"
     ev.update(fields(h))
