@@ -134,3 +134,13 @@ def test_numbers_that_moved_are_moved_and_the_checks_of_another_nodes_numbers():
     o["seq"] = {"pgs": "garbage"}
     j.feed([o], 0.0)
     assert not j.ranks[("n1", 100)].seqs
+
+
+def test_a_change_between_polls_far_apart_says_nothing_of_the_last_seconds():
+    """The CPU recorder is read every 30 s while all moves: numbers that changed between two polls 30 s
+    apart may have stopped changing 25 s ago (a rank that fell asleep): not "moved"."""
+    a, b = {"0": {"enq": 170, "done": 170}}, {"0": {"enq": 250, "done": 249}}
+    assert seqjudge.state([(0.0, a), (30.0, b)], 30.0, 6.0) is None
+    st = seqjudge.state([(0.0, a), (30.0, b), (32.0, b), (34.0, b), (36.0, b)], 36.0, 6.0)
+    assert st.kind == "waiting" and (st.pg, st.seq, st.since) == ("0", 250, 30.0)
+    assert seqjudge.state([(30.0, a), (32.0, b)], 36.0, 6.0).kind == "moved"

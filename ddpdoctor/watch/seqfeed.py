@@ -181,6 +181,7 @@ class _Rank:
         self.next = 0.0
         self.next_full = 0.0
         self.fails = 0
+        self.asked = float("-inf")
         self.last: dict[str, Any] | None = None   # {"t", "pgs"} or {"t", "error"}
 
 
@@ -250,7 +251,9 @@ class SeqFeed:
                 for rank, url in urls.items():
                     if rank in self.ranks and (rank not in self._by_rank or self._by_rank[rank].url != url):
                         self._by_rank[rank] = _Rank(rank, url)
-        due = [r for r in self._by_rank.values() if now >= r.next]
+        dense = now < self._dense_until
+        due = [r for r in self._by_rank.values()
+               if now >= r.next or (dense and not r.fails and now >= r.asked + DENSE_EVERY_S)]
         if not due:
             return
         for r in (pool.map(lambda r: self._ask(r, now), due) if pool else map(lambda r: self._ask(r, now), due)):
@@ -258,6 +261,7 @@ class SeqFeed:
 
     def _ask(self, r: _Rank, now: float) -> None:
         dense = now < self._dense_until
+        r.asked = now
         try:
             pgs = self._read(r, now, dense)
             res: dict[str, Any] = {"t": self._clock(), "pgs": pgs, "source": r.mode}

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 FRESH_S = 6.0   # the newest poll must be this recent to judge a rank now (polls come every 2 s)
+SLACK_S = 4.0     # a change between two polls this much older than the span may still fall in it
 ANNOTATE_S = 2.0  # naming the collective of a hang already judged: two polls agree
 STALE_S = 60.0  # a rank that stopped answering (SIGSTOP stops its server too): its last numbers, this old at most
 
@@ -59,11 +60,14 @@ def state(polls: Iterable[tuple[float, Mapping]], now: float, span: float) -> Se
     if not polls or polls[-1][0] < now - FRESH_S:
         return None
     t_b, b = polls[-1]
+    # moved: two consecutive polls differ and the change surely fell in the span (polls come every 2 s
+    # while it matters, every 30 s otherwise: a change between two polls far apart is no evidence of now)
+    for (tp, p), (tq, q) in zip(polls, polls[1:]):
+        if tp >= now - span - SLACK_S and _key(p) != _key(q):
+            return SeqState("moved")
     old = [p for p in polls if p[0] <= now - span]
-    if not old:
-        return None
-    if any(_key(pgs) != _key(b) for t, pgs in polls if t >= old[-1][0]):
-        return SeqState("moved")
+    if not old or any(_key(pgs) != _key(b) for t, pgs in polls if t >= old[-1][0]):
+        return None  # not covered, or a change long enough ago to say nothing of the span
     since = t_b
     for t, pgs in reversed(polls):
         if _key(pgs) != _key(b):
