@@ -12,7 +12,10 @@ Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
 - which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers; a whole-/proc
   scan, ≈12 ms on a machine running a few hundred processes: every 10 s, not every tick); each rank's CPU
   cgroup again every CGROUP_EVERY_S (a cap may be applied later; two small reads a rank);
-- the node's egress shapers' counters every QDISC_EVERY_S (a node whose outgoing traffic is rate-limited).
+- the node's egress shapers' counters every QDISC_EVERY_S (a node whose outgoing traffic is rate-limited);
+- ranks running torch's debug server: their collective sequence numbers, polled by watch/seqfeed.py's own
+  thread (a rank's newest poll rides on its observation once as "seq"); in auto mode, whether a rank runs
+  one (its threads' names) at start and every SEQCHECK_EVERY_S until one does.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ STACK_EVERY_S = 30.0
 DENSE_EVERY_S = 2.0
 FIND_EVERY_S = 10.0
 CGROUP_EVERY_S = 5.0
+SEQCHECK_EVERY_S = 30.0  # a rank's threads' names (a worker server started later): a read per thread
 QDISC_EVERY_S = 5.0   # the node's egress shapers (`tc -s -j qdisc show`, ≈4 ms a run): a rate-limited node
 
 
@@ -62,6 +66,7 @@ class NodeView:
         self.debug_server = debug_server
         self.seqfeed = seqfeed.for_ranks(found, debug_server)
         self._seq_seen: dict[int, float] = {}
+        self._next_seqcheck = time.monotonic() + SEQCHECK_EVERY_S
 
     def refind(self, now: float) -> None:
         if now < self._next_find:
@@ -80,7 +85,8 @@ class NodeView:
                 self.exits.add(r.pid)
                 if self.seqfeed is not None:
                     self.seqfeed.add([r])
-        if self.seqfeed is None and self.debug_server == "auto":  # a server started after watch did
+        if self.seqfeed is None and self.debug_server == "auto" and now >= self._next_seqcheck:
+            self._next_seqcheck = now + SEQCHECK_EVERY_S  # a server started after watch did
             self.seqfeed = seqfeed.for_ranks([self.ranks[p] for p in self.ranks if p not in self.reported_gone],
                                              "auto")
 
