@@ -173,3 +173,29 @@ def test_no_worker_server_thread_means_no_feed_in_auto_mode(tmp_path):
     proc.mkdir(parents=True)
     (proc / "comm").write_text("pt_workerserver\n")
     assert seqfeed.has_debug_server(7, root=str(tmp_path / "proc"))
+
+
+def _listener(*binds):
+    """A real process listening where torch's ranks do: (family, address) pairs, each on port 0."""
+    import subprocess
+    import sys
+    code = ("import socket,sys,time\n"
+            "for fam, addr in " + repr(list(binds)) + ":\n"
+            "    s = socket.socket(getattr(socket, fam)); s.bind((addr, 0)); s.listen(); globals().setdefault('k', []).append(s)\n"
+            "    print(s.getsockname()[1], flush=True)\n"
+            "time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    ports = [int(p.stdout.readline()) for _ in binds]
+    return p, ports
+
+
+def test_the_worker_servers_port_is_the_ranks_one_ipv6_wildcard_listener():
+    """start_debug_server binds ("::", 0); Gloo and NCCL bind an interface's address, the store MASTER_PORT."""
+    p, (ws, gloo, store) = _listener(("AF_INET6", "::"), ("AF_INET", "127.0.0.1"), ("AF_INET6", "::"))
+    try:
+        assert seqfeed.local_url(p.pid, skip_ports=[store]) == f"http://127.0.0.1:{ws}"
+        assert seqfeed.local_url(p.pid) is None  # two candidates: ambiguous, the store decides
+    finally:
+        p.kill()
+        p.wait()
+    assert seqfeed.local_url(p.pid) is None  # gone

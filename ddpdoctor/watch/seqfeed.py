@@ -191,7 +191,7 @@ class SeqFeed:
 
     def __init__(self, ranks: Iterable[Any], *, resolve=None, clock=time.monotonic):
         self.ranks = {r.rank: r for r in ranks}
-        self._resolve = resolve or _store_urls
+        self._resolve = resolve or _urls
         self._clock = clock
         self._lock = threading.Lock()
         self._by_rank: dict[int, _Rank] = {}
@@ -298,6 +298,61 @@ class SeqFeed:
         if pgs:
             r.mode = CPU_EP
         return pgs
+
+
+def local_url(pid: int, skip_ports: Iterable[int] = (), root: str = "/proc") -> str | None:
+    """The worker server's URL from /proc alone (no torch): the one TCP socket the rank listens on at the
+    IPv6 wildcard address — start_debug_server binds `_WorkerServer("::", 0)`; Gloo and NCCL listen on an
+    interface's address, the job's TCPStore on MASTER_PORT (skipped). None when there is not exactly one."""
+    inodes = set()
+    try:
+        fds = os.listdir(f"{root}/{pid}/fd")
+    except OSError:
+        return None
+    for fd in fds[:65536]:
+        try:
+            link = os.readlink(f"{root}/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    skip = {int(p) for p in skip_ports}
+    ports = set()
+    try:
+        with open(f"{root}/{pid}/net/tcp6") as f:
+            next(f, None)
+            for line in f:
+                col = line.split()
+                if len(col) < 10 or col[3] != "0A" or col[9] not in inodes:
+                    continue
+                addr, _, port = col[1].partition(":")
+                if addr == "0" * 32 and int(port, 16) not in skip:
+                    ports.add(int(port, 16))
+    except (OSError, ValueError):
+        return None
+    return f"http://127.0.0.1:{ports.pop()}" if len(ports) == 1 else None
+
+
+def _urls(ranks: list[Any]) -> dict[int, str]:
+    """rank -> URL: from /proc where it is unambiguous, else from the job's TCPStore (imports torch)."""
+    out = {}
+    serving = [r for r in ranks if has_debug_server(r.pid)]  # no thread yet: nothing registered either
+    for r in serving:
+        env = r.env or {}
+        skip = [int(env["MASTER_PORT"])] if str(env.get("MASTER_PORT", "")).isdigit() else []
+        url = local_url(r.pid, skip)
+        if url:
+            out[r.rank] = url
+    missing = [r for r in serving if r.rank not in out]
+    if missing:
+        try:
+            stored = _store_urls(ranks)
+        except Exception:  # noqa: BLE001 - the store read is the fallback: what /proc gave stands
+            if not out:
+                raise
+            stored = {}
+        out.update({r.rank: stored[r.rank] for r in missing if r.rank in stored})
+    return out
 
 
 def _store_urls(ranks: list[Any]) -> dict[int, str]:
