@@ -1,6 +1,7 @@
 """`ddpdoctor watch`: run beside a job until it ends and print one line per event as it happens.
 
-Imports torch only to read the job's TCPStore when its ranks run torch's debug server (watch/seqfeed.py);
+Imports torch only to read the job's TCPStore when its ranks run torch's debug server and /proc does not
+tell its port (watch/seqfeed.py);
 only looks (/proc, py-spy --nonblocking, the debug server's read-only handlers): the job is never paused,
 signalled or changed.
 """

@@ -21,8 +21,9 @@ Endpoints (measured on torch 2.13 CPU, 2-rank Gloo job; docs/watch.md):
 Both handlers are C++ lambdas run on the server's own (pre-started) httplib threads: no GIL, no new thread
 in the rank; the recorder's mutex is held only while its entries are copied (dump_entries).
 
-Only looks: a TCPStore read per rank (torch's own client: importing torch costs ≈1.5 s, so only when the
-job has a debug server), then HTTP POSTs to the registered URL with a connect/read timeout and an overall
+Only looks: the URL from /proc (the rank's one listener on the IPv6 wildcard: `_WorkerServer("::", 0)`),
+or, when that is ambiguous, a TCPStore read (torch's own client: importing torch costs 1.5 s, 15-40 s under
+load), then HTTP POSTs to the registered URL with a connect/read timeout and an overall
 deadline, no redirects, a size cap, JSON only. Polling runs in one daemon thread: a slow or hostile
 server never delays watch's tick.
 """
