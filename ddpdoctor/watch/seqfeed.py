@@ -245,7 +245,8 @@ class SeqFeed:
             self._next_resolve = now + RESOLVE_EVERY_S
             try:
                 urls = self._resolve(list(self.ranks.values()))
-                self.error = "" if urls else "no rank registered a debug server in the job's store"
+                self.error = "" if urls else ("no rank runs torch's debug server (no pt_workerserver thread, "
+                                              "nothing registered in the job's store)")
             except Exception as e:  # noqa: BLE001 - DistNetworkError, a store that went away: one line
                 urls, self.error = {}, f"cannot read the job's store: {str(e).strip()[:160] or type(e).__name__}"
             with self._lock:
