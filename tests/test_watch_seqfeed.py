@@ -10,7 +10,7 @@ import pytest
 
 from ddpdoctor.watch import seqfeed
 
-FIX = Path(__file__).parent / "fixtures" / "debugserver"
+FIX = Path(__file__).parent / "flightrec" / "debug-server-gloo-sleep"
 
 
 def test_real_answers_give_the_pending_collective_and_who_never_entered_it():
@@ -20,6 +20,13 @@ def test_real_answers_give_the_pending_collective_and_who_never_entered_it():
     assert r1 == {"0": {"enq": 7998, "started": -1, "done": 7998, "op": None}}
     for f in FIX.glob("*.json"):  # the quick reading agrees with decoding the whole answer
         assert seqfeed.parse_body(f.read_bytes()) == seqfeed.parse(json.loads(f.read_bytes()))
+
+
+def test_the_flight_recorders_reading_of_the_same_answers_agrees():
+    from ddpdoctor import flightrec
+    v = flightrec.analyze([flightrec.load_file(str(FIX / f"gloo_fr_trace_rank{r}.json")) for r in (0, 1)])
+    g = v.first
+    assert (g.status, g.seq, g.op, tuple(g.not_entered), tuple(g.waiting)) == ("diverged", 7999, "all_reduce", (1,), (0,))
 
 
 @pytest.mark.parametrize("body", [b"", b"<html>pong</html>", b"[1,2,3]", b'{"entries": []}', b"\xff\xfe" * 100,

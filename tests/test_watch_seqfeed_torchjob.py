@@ -13,7 +13,7 @@ import pytest
 
 from ddpdoctor.watch import seqfeed
 
-FIX = Path(__file__).parent / "fixtures" / "debugserver"
+FIX = Path(__file__).parent / "flightrec" / "debug-server-gloo-sleep"
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
