@@ -199,3 +199,17 @@ def test_the_worker_servers_port_is_the_ranks_one_ipv6_wildcard_listener():
         p.kill()
         p.wait()
     assert seqfeed.local_url(p.pid) is None  # gone
+
+
+def test_a_restarted_rank_is_looked_up_again(server):
+    urls = {0: server(fr_trace_json=(FIX / "gloo_fr_trace_rank0.json").read_text())}
+    f = _feed(urls)
+    f.tick(time.monotonic())
+    assert f.latest(0)["pgs"]
+    new = _R(0)
+    new.pid = 4242  # the next generation's process
+    urls[0] = server(fr_trace_json=(FIX / "gloo_fr_trace_rank1.json").read_text())
+    f.add([new])
+    assert f.latest(0) is None
+    f.tick(time.monotonic())
+    assert f.latest(0)["pgs"]["0"]["enq"] == 7998

@@ -215,6 +215,9 @@ class SeqFeed:
     def add(self, ranks: Iterable[Any]) -> None:
         with self._lock:
             for r in ranks:
+                old = self.ranks.get(r.rank)
+                if old is not None and old.pid != r.pid:  # an elastic restart: its server is another one
+                    self._by_rank.pop(r.rank, None)
                 self.ranks[r.rank] = r
             self._next_resolve = 0.0
 
