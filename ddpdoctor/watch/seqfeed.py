@@ -35,10 +35,11 @@ import re
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping
+
+from ddpdoctor.inspect.debugserver import _NoRedirect
 
 CHEAP_EVERY_S = 2.0    # pg_status only (NCCL's handler): a few hundred bytes
 FULL_EVERY_S = 30.0    # the CPU recorder's whole buffer, while every rank moves
@@ -54,12 +55,7 @@ CPU_EP = "fr_trace_json"
 SEQ_MAX = 1 << 62
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *a, **kw):  # a worker server never redirects; anything that does is not one
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
+_OPENER = urllib.request.build_opener(_NoRedirect)  # a worker server never redirects
 
 
 def has_debug_server(pid: int, root: str = "/proc") -> bool:
