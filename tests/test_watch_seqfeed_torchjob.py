@@ -4,6 +4,7 @@ nothing hangs, nothing is executed. The URLs come from a real TCPStore, as start
 from __future__ import annotations
 
 import http.server
+import os
 import json
 import threading
 import time
@@ -213,3 +214,21 @@ def test_a_restarted_rank_is_looked_up_again(server):
     assert f.latest(0) is None
     f.tick(time.monotonic())
     assert f.latest(0)["pgs"]["0"]["enq"] == 7998
+
+
+def test_a_rank_in_another_network_namespace_is_not_reached_through_our_loopback():
+    import shutil
+    import subprocess
+    import sys
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a network namespace of its own")
+    code = "import socket,time\ns=socket.socket(socket.AF_INET6); s.bind(('::',0)); s.listen(); print(1, flush=True); time.sleep(60)"
+    p = subprocess.Popen(["unshare", "--net", sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "1"
+        pid = next(int(c) for c in open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()) \
+            if open(f"/proc/{p.pid}/comm").read().strip() == "unshare" else p.pid
+        assert seqfeed.local_url(pid) is None
+    finally:
+        p.kill()
+        p.wait()

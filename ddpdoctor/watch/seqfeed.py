@@ -304,7 +304,13 @@ class SeqFeed:
 def local_url(pid: int, skip_ports: Iterable[int] = (), root: str = "/proc") -> str | None:
     """The worker server's URL from /proc alone (no torch): the one TCP socket the rank listens on at the
     IPv6 wildcard address — start_debug_server binds `_WorkerServer("::", 0)`; Gloo and NCCL listen on an
-    interface's address, the job's TCPStore on MASTER_PORT (skipped). None when there is not exactly one."""
+    interface's address, the job's TCPStore on MASTER_PORT (skipped). None when there is not exactly one, or
+    the rank is in another network namespace than watch."""
+    try:  # 127.0.0.1 is the rank's loopback only in the rank's network namespace (a container: not ours)
+        if os.readlink(f"{root}/{pid}/ns/net") != os.readlink(f"{root}/self/ns/net"):
+            return None
+    except OSError:
+        return None
     inodes = set()
     try:
         fds = os.listdir(f"{root}/{pid}/fd")
