@@ -286,3 +286,54 @@ def test_watch_names_a_rank_waiting_on_its_gpu_within_15s_after_a_healthy_minute
             except ProcessLookupError:
                 pass
         job.wait(timeout=30)
+
+
+def test_debug_server_sequence_numbers_move_on_nccl_stall_behind_a_gpu_kernel_and_survive_sigstop(job, tmp_path):
+    """watch/seqfeed.py on a live NCCL rank (torch's debug server started by the job): the NCCL handler's
+    pg_status answers; the completed number moves while healthy; with an all_reduce queued behind a GPU kernel
+    that spins, the enqueued number is ahead of the completed one and the completed one stops, while the main
+    thread waits in torch.cuda.synchronize (spinning, by CUDA's default: the case /proc cannot tell from work); under SIGSTOP the server
+    stops too: the poll is an error within its timeout, never a hang."""
+    from ports import free_port
+
+    from ddpdoctor.watch import ranks, seqfeed
+    stall = tmp_path / "stall"
+    j = job(GPU_JOB_GIB=0.1, GPU_JOB_DEBUG_SERVER=free_port(), TORCH_NCCL_TRACE_BUFFER_SIZE=2000,
+            GPU_JOB_STALL=stall)
+    j.wait_steps(5)
+    pid = j.worker()
+    time.sleep(3)
+    assert seqfeed.has_debug_server(pid), "no pt_workerserver thread in the rank"
+    _, found, _ = ranks.find(j.proc.pid)
+    feed = seqfeed.SeqFeed(found)
+
+    def poll(dense=False):
+        for r in feed._by_rank.values():
+            r.next = 0.0
+        if dense:
+            feed.dense(time.monotonic())
+        t0 = time.monotonic()
+        feed.tick(time.monotonic())
+        return feed.latest(0), time.monotonic() - t0
+
+    a, _ = poll()
+    assert a and "pgs" in a, (a, feed.error)
+    assert a["source"] == seqfeed.NCCL_EP, a
+    time.sleep(3)
+    b, _ = poll()
+    assert b["pgs"]["0"]["done"] > a["pgs"]["0"]["done"], (a, b)
+    assert b["pgs"]["0"]["enq"] >= b["pgs"]["0"]["done"], b
+    stall.write_text("1")
+    time.sleep(5)
+    c, _ = poll(dense=True)
+    time.sleep(4)
+    d, _ = poll(dense=True)
+    assert d["pgs"]["0"]["done"] == c["pgs"]["0"]["done"], (c, d)  # nothing completes
+    assert d["pgs"]["0"]["enq"] == d["pgs"]["0"]["done"] + 1, d    # the all_reduce behind the kernel
+    assert d["pgs"]["0"]["op"] == "all_reduce", d                  # named from the active entries
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        e, took = poll()
+        assert "error" in e and took <= seqfeed.TIMEOUT_S + 2, (e, took)
+    finally:
+        os.kill(pid, signal.SIGCONT)

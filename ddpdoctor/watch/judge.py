@@ -20,6 +20,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ddpdoctor.watch import seqjudge
 from ddpdoctor.watch.straggler import (STRAGGLER_LAG, STRAGGLER_PERSIST_S, STRAGGLER_WINDOW_S,  # noqa: F401
                                        StragglerJudge)
 
@@ -49,6 +50,7 @@ class RankTrack:
     workers: dict = field(default_factory=dict)                        # pid -> RankTrack of a child
     tcp: dict = field(default_factory=dict)                            # watch/netstuck.py, latest
     gpu: dict | None = None            # watch/gpuwait.py: its main thread waits on its GPU (latest tick)
+    seqs: deque = field(default_factory=lambda: deque(maxlen=60))     # (t, {pg: numbers}): watch/seqjudge.py
     gone: bool = False
     exit: int | None = None
     exit_text: str = ""
@@ -64,9 +66,14 @@ class RankTrack:
         old = [x for x in self.ticks if x[0] <= now - span]
         if not old:
             return True  # too new to say: assume it moves
+        seq = seqjudge.state(self.seqs, now, span) if self.seqs else None
+        if seq is not None and seq.kind == "moved":
+            return True  # its collectives complete: decisive
         a, b = old[-1], self.ticks[-1]
         dt = max(b[0] - a[0], 1e-3)
-        if (b[1] - a[1]) / 1e9 / dt >= MOVE_BUSY_SHARE or b[3] - a[3] >= MOVE_IO_BYTES:
+        # waiting in an enqueued collective that does not complete: busy CPU is a spin (NCCL's device sync)
+        busy = (b[1] - a[1]) / 1e9 / dt >= MOVE_BUSY_SHARE and not (seq is not None and seq.kind == "waiting")
+        if busy or b[3] - a[3] >= MOVE_IO_BYTES:
             return True
         sigs = {s[2] for s in self.stacks if s[0] >= a[0] - 0.5}
         return len(sigs) > 1
@@ -150,6 +157,9 @@ class Judge(StragglerJudge):
         rec = o.get("rec")
         if rec and rec.get("n"):
             tr.chunks.append((now, rec["n"], rec["wait"], rec.get("lines") or {}, rec.get("bwd")))
+        seq = o.get("seq")
+        if isinstance(seq, dict) and (pgs := seqjudge.clean(seq.get("pgs"))) is not None:
+            tr.seqs.append((now, pgs))
         st = o.get("stack")
         if st and st.get("ok"):
             tr.stacks.append((now, st["where"], st["sig"], st["active"], st.get("inner") or st["where"]))
@@ -174,6 +184,9 @@ class Judge(StragglerJudge):
         # Every rank stopped (state T) and still: nobody waits in a collective, yet nothing can move.
         # The only way a one-rank job hangs visibly from outside (SIGSTOP, a debugger); seen on a GPU job.
         all_stopped = all(still[id(t)] and _stopped(t) for t in alive)
+        seq = seqjudge.judge(self, now, alive, still)  # the debug server's numbers, when the job has them
+        if seq is not None:
+            return seq
         if self.hang is not None:
             if not waiting and not all_stopped:
                 ev = self._event("recovered", alive, now, detail=f"after a hang of {now - self.hang['_t']:.0f} s")
@@ -300,6 +313,7 @@ class Judge(StragglerJudge):
                          **({"worker_pid": worker} if worker else {}),
                          **({"gpu_wait": gpu} if gpu else {}),
                          **({"origin_ranks": origin_ranks} if origin_ranks else {}))
+        seqjudge.annotate(ev, self.ranks.values(), now)
         self.hang = {"_t": now, **ev}
         return ev
 

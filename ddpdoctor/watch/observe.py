@@ -12,7 +12,10 @@ Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
 - which processes are ranks, again every FIND_EVERY_S (an elastic restart starts new workers; a whole-/proc
   scan, ≈12 ms on a machine running a few hundred processes: every 10 s, not every tick); each rank's CPU
   cgroup again every CGROUP_EVERY_S (a cap may be applied later; two small reads a rank);
-- the node's egress shapers' counters every QDISC_EVERY_S (a node whose outgoing traffic is rate-limited).
+- the node's egress shapers' counters every QDISC_EVERY_S (a node whose outgoing traffic is rate-limited);
+- ranks running torch's debug server: their collective sequence numbers, polled by watch/seqfeed.py's own
+  thread (a rank's newest poll rides on its observation once as "seq"); in auto mode, whether a rank runs
+  one (its threads' names) at start and every SEQCHECK_EVERY_S until one does.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import zlib
 from typing import Any
 
 from ddpdoctor.inspect.where import COLLECTIVES
-from ddpdoctor.watch import netstuck
+from ddpdoctor.watch import netstuck, seqfeed
 from ddpdoctor.watch.gpuwait import GpuWatch
 from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
@@ -33,6 +36,7 @@ STACK_EVERY_S = 30.0
 DENSE_EVERY_S = 2.0
 FIND_EVERY_S = 10.0
 CGROUP_EVERY_S = 5.0
+SEQCHECK_EVERY_S = 30.0  # a rank's threads' names (a worker server started later): a read per thread
 QDISC_EVERY_S = 5.0   # the node's egress shapers (`tc -s -j qdisc show`, ≈4 ms a run): a rate-limited node
 
 
@@ -42,7 +46,7 @@ def _sig(signature: tuple) -> str:
 
 class NodeView:
     def __init__(self, pid: int | None = None, host: str | None = None, dump_timeout: float = 3.0,
-                 record: bool = True):
+                 record: bool = True, debug_server: str = "auto"):
         self.pid = pid
         self.host = host or socket.gethostname()
         self.dump_timeout = dump_timeout
@@ -60,6 +64,11 @@ class NodeView:
         self._next_qdisc = 0.0
         self._next_cgroup = time.monotonic() + CGROUP_EVERY_S
         self.gpu = GpuWatch()   # a rank that spins in the CUDA driver at one Python line (watch/gpuwait.py)
+        # torch's debug server in the ranks: their collective sequence numbers (watch/seqfeed.py)
+        self.debug_server = debug_server
+        self.seqfeed = seqfeed.for_ranks(found, debug_server)
+        self._seq_seen: dict[int, float] = {}
+        self._next_seqcheck = time.monotonic() + SEQCHECK_EVERY_S
 
     def refind(self, now: float) -> None:
         if now < self._next_find:
@@ -76,6 +85,12 @@ class NodeView:
             if r.job == self.job and r.pid not in self.ranks:
                 self.ranks[r.pid] = r
                 self.exits.add(r.pid)
+                if self.seqfeed is not None:
+                    self.seqfeed.add([r])
+        if self.seqfeed is None and self.debug_server == "auto" and now >= self._next_seqcheck:
+            self._next_seqcheck = now + SEQCHECK_EVERY_S  # a server started after watch did
+            self.seqfeed = seqfeed.for_ranks([self.ranks[p] for p in self.ranks if p not in self.reported_gone],
+                                             "auto")
 
     def ended(self) -> bool:
         return bool(self.ranks) and all(pid in self.reported_gone for pid in self.ranks)
@@ -105,6 +120,8 @@ class NodeView:
             samples = stacks(live + sorted(helpers), self.dump_timeout, helpers)
             self.gpu.note_samples(now, {p: s for p, s in samples.items() if p not in helpers})
         gpu = self.gpu.tick(now, live)
+        if want_stacks and self.seqfeed is not None:
+            self.seqfeed.dense(now)
         qd = None
         if now >= self._next_qdisc:
             self._next_qdisc = now + QDISC_EVERY_S
@@ -133,6 +150,8 @@ class NodeView:
                 rec["rec"] = chunks[pid]
             if pid in gpu:
                 rec["gpu"] = gpu[pid]
+            if (seq := seqfeed.observation(self.seqfeed, r.rank, self._seq_seen)) is not None:
+                rec["seq"] = seq
             if qd is not None:
                 rec["qdisc"] = qd
             if want_stacks and take:  # only while a rank is still: a hang's network side
@@ -147,6 +166,8 @@ class NodeView:
     def close(self):
         self.exits.close()
         self.gpu.close()
+        if self.seqfeed is not None:
+            self.seqfeed.close()
         if self.recorder is not None:
             self.recorder.close()
 
