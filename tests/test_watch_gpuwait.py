@@ -35,6 +35,13 @@ def test_py_spys_own_native_output_of_a_thread_in_libcuda_is_read():
     assert got == {"lib": "libcuda.so.1", "call": "cuStreamSynchronize"}
 
 
+def test_a_real_torch_item_hung_on_an_h200_is_a_gpu_wait_named_by_the_driver_call():
+    """Recorded on the lent H200 (torch 2.11+cu130, driver 580.159.04) by tests/test_device_gpu.py: `.item()`
+    behind a kernel that never ends; libcuda's frames unnamed but cuStreamSynchronize, under libcudart."""
+    got = classify_native(main_frames("pyspy-0.4.3_h200-torch-2.11-cu130_item_cuStreamSynchronize.json"))
+    assert got == {"lib": "libcuda.so.580.159.04", "call": "cuStreamSynchronize"}
+
+
 def test_a_thread_asleep_in_libc_or_computing_on_the_cpu_is_not_a_gpu_wait():
     assert classify_native(main_frames("pyspy-0.4.3_time-sleep.json")) is None
     # py-spy 0.4.3 --native of a torch CPU matmul (recorded here, text output): OpenMP innermost
