@@ -182,7 +182,7 @@ def _driver_samplers(pids: list[int]) -> dict:
 
 
 def _drain(samplers: dict) -> dict[int, dict[str, int]]:
-    from ddpdoctor.watch.gpuwait import driver_only
+    from ddpdoctor.probes.ipsample import driver_only
     out = {}
     for pid, s in samplers.items():
         try:

@@ -168,3 +168,15 @@ def open_sampler(pid: int, tid: int | None = None) -> tuple[Sampler | None, str]
         os.close(fd)
         return None, "perf event could not be enabled"
     return Sampler(pid, tid or pid, fd, ring), ""
+
+
+# What the samples of a rank that waits on its GPU land in (watch/gpuwait.py, inspect/sample.py)
+DRIVER = "libcuda.so"
+NEUTRAL = ("[vdso]", "libc.so", "libpthread.so", "ld-linux", "[anon]", "libcudart")  # the driver's clock reads, yields
+
+
+def driver_only(libs: Counter) -> tuple[int, int]:
+    """(samples in the driver, samples elsewhere) of one drain; the driver's own helpers count for neither."""
+    drv = sum(n for lib, n in libs.items() if lib.startswith(DRIVER))
+    other = sum(n for lib, n in libs.items() if not lib.startswith(DRIVER) and not lib.startswith(NEUTRAL))
+    return drv, other

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddpdoctor.probes import ipsample, pyspy
+from ddpdoctor.probes.ipsample import DRIVER, NEUTRAL, driver_only  # noqa: F401 - (tests use them from here)
 
 GPU_WAIT_S = 6.0       # the same Python stack, the thread in the driver, this long: it waits on its GPU
 MIN_SAMPLES = 100      # driver samples before the verdict (1000 a second while it spins alone on a core)
@@ -45,8 +46,6 @@ PERF_MIN_S = 5.0       # and sampled in the driver, with nothing else, for at le
 IDLE_S = 3.0           # no CPU sample at all this long: the thread sleeps, it does not spin
 BACKOFF_S = 30.0       # after 3 candidacies that left the driver (a GPU-bound loop), the record chunks
                        # start none for this long (the dense dumps, taken while another rank is still, do)
-DRIVER = "libcuda.so"
-NEUTRAL = ("[vdso]", "libc.so", "libpthread.so", "ld-linux", "[anon]", "libcudart")  # the driver's clock reads, yields
 # The CUDA calls that wait for the device (CUDA Runtime / Driver API names), and torch's ops behind them.
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
               "cudaMemcpyAsync", "cudaMemcpyDtoH", "cudaStreamWaitEvent", "cuStreamSynchronize", "cuCtxSynchronize",
@@ -64,13 +63,6 @@ def stack_key(frames_outer_first) -> tuple:
 
 def judged_elsewhere(key: tuple, files=()) -> bool:
     return any(f.startswith(_SKIP) for f in files)
-
-
-def driver_only(libs: Counter) -> tuple[int, int]:
-    """(samples in the driver, samples elsewhere) of one drain; the driver's own helpers count for neither."""
-    drv = sum(n for lib, n in libs.items() if lib.startswith(DRIVER))
-    other = sum(n for lib, n in libs.items() if not lib.startswith(DRIVER) and not lib.startswith(NEUTRAL))
-    return drv, other
 
 
 def classify_native(frames: list[dict[str, Any]]) -> dict[str, Any] | None:
