@@ -3,6 +3,11 @@
     python3 benchmarks/bench_watch.py faults [--seeds 3] [--kinds sleep,stop,other,loader,kill,slow1.6,lag0.1,cap0.5]
     python3 benchmarks/bench_watch.py faults --kinds lag0.05,lag0.1,lag0.2,lag0.4   the smallest lag named reliably
     python3 benchmarks/bench_watch.py healthy [--seconds 600] [--nproc 2]    false events per hour, cost, memory
+    python3 benchmarks/bench_watch.py faults --job ddp --kinds lag0.2   the same on a DistributedDataParallel job
+    python3 benchmarks/bench_watch.py faults|healthy --debug-server ...   the job runs torch's debug server
+                                                                         (watch reads its sequence numbers)
+    python3 benchmarks/bench_watch.py seqcost [--entries 2000]              one poll of the debug server: the
+                                                                         rank's CPU, bytes, watch's parse time
     python3 benchmarks/bench_watch.py fanin [--nodes 1,16,128,1000]          --gather's first node vs senders
     python3 benchmarks/bench_watch.py trace OUT.jsonl [--seconds 900] [--plan '[[60,"lag:1:0.1"],[180,"none"]]']
     python3 benchmarks/bench_watch.py replay A.jsonl B.jsonl ...             straggler rule vs recorded traces
@@ -40,6 +45,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from watchlab import CpuCap, TrainJob, Watch  # noqa: E402
+
+JOBS = {"train": ROOT / "tests" / "watch_jobs" / "train.py",   # explicit all_reduce of the gradients
+        "ddp": ROOT / "tests" / "watch_jobs" / "ddp_train.py"}   # DistributedDataParallel: the wait is in backward
 
 KIND_GOAL = {"hang": 15.0, "straggler": 60.0, "rank_gone": 5.0}
 
@@ -100,12 +108,12 @@ def faults(a) -> None:
             nproc = 3 if kind == "other" else a.nproc
             rank = seed % nproc
             with tempfile.TemporaryDirectory() as tmp:
-                job = TrainJob(Path(tmp), nproc=nproc, seconds=400)
+                job = TrainJob(Path(tmp), nproc=nproc, seconds=400, job=JOBS[a.job], env=_ds_env(a))
                 w = None
                 cleanup = None
                 try:
                     job.wait_ready()
-                    w = Watch("--pid", str(job.proc.pid))
+                    w = Watch("--pid", str(job.proc.pid), *_ds_args(a))
                     time.sleep(30 + 5 * seed)  # a watch that has run a while: its windows full
                     early = [e for e in w.events if e["kind"] != "summary"]
                     want, cleanup = inject(job, kind, rank)
@@ -142,11 +150,12 @@ def faults(a) -> None:
 
 def healthy(a) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        job = TrainJob(Path(tmp), nproc=a.nproc, seconds=a.seconds + 60)
+        job = TrainJob(Path(tmp), nproc=a.nproc, seconds=a.seconds + 60, job=JOBS[a.job], env=_ds_env(a))
         try:
             job.wait_ready()
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            w = Watch("--pid", str(job.proc.pid), "--deadline", str(a.seconds))
+            ranks0 = {r: _cpu_s(job.rank_pid(r)) for r in range(a.nproc)}
+            w = Watch("--pid", str(job.proc.pid), "--deadline", str(a.seconds), *_ds_args(a))
             rss = []
             t0 = time.monotonic()
             while w.proc.poll() is None:
@@ -160,6 +169,7 @@ def healthy(a) -> None:
             w.finish()
             wall = time.monotonic() - t0
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            ranks1 = {r: _cpu_s(job.rank_pid(r)) for r in range(a.nproc)}
         finally:
             job.kill()
     cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
@@ -175,6 +185,59 @@ def healthy(a) -> None:
         # flat or growing: RSS at each quarter of the run (start-up allocations are over by the first)
         q = [rss[min(len(rss) - 1, len(rss) * k // 4)] / 1024 for k in (1, 2, 3)] + [rss[-1] / 1024]
         print("watch RSS at 1/4, 1/2, 3/4 and the end of the run: " + ", ".join(f"{x:.1f}" for x in q) + " MiB")
+    print("ranks' own CPU (the job; compare a run with and without --debug-server): "
+          + ", ".join(f"rank {r} {100 * (ranks1[r] - ranks0[r]) / wall:.1f} %" for r in sorted(ranks0)))
+
+
+def _ds_env(a) -> dict:
+    if not getattr(a, "debug_server", False):
+        return {}
+    return {"TRAIN_DEBUG_SERVER": str(_free_port()), "TORCH_FR_BUFFER_SIZE": str(getattr(a, "entries", 2000))}
+
+
+def _ds_args(a) -> list[str]:
+    return ["--debug-server"] if getattr(a, "debug_server", False) else []
+
+
+def seqcost(a) -> None:
+    """One poll of each rank's debug server, as watch/seqfeed.py makes it, repeated: the rank's CPU per poll
+    (its process CPU time over the polls, minus the same time unpolled), the answer's size, watch's parse."""
+    from ddpdoctor.watch import seqfeed
+    a.debug_server = True
+    with tempfile.TemporaryDirectory() as tmp:
+        job = TrainJob(Path(tmp), nproc=2, seconds=600, env={**_ds_env(a), "TRAIN_DEVICE_S": "0.01"})
+        try:
+            job.wait_ready()
+            ranks = [type("R", (), {"rank": r, "pid": job.rank_pid(r), "world_size": 2,
+                                    "env": _environ(job.rank_pid(r))})() for r in range(2)]
+            urls = seqfeed._store_urls(ranks)
+            time.sleep(max(0.0, a.fill))  # the ring buffer fills: 20+ collectives a second
+            pid = ranks[0].pid
+            c0 = _cpu_s(pid)
+            time.sleep(a.polls * 0.2)
+            idle = _cpu_s(pid) - c0
+            c0, n, parse, t0 = _cpu_s(pid), 0, 0.0, time.monotonic()
+            for _ in range(a.polls):
+                b = seqfeed.post(urls[0], seqfeed.CPU_EP, cap=seqfeed.FULL_MAX)
+                p0 = time.process_time()
+                seqfeed.parse_body(b)
+                parse += time.process_time() - p0
+                n += len(b)
+                time.sleep(max(0.0, 0.2 - (time.monotonic() - t0) % 0.2))
+            polled = _cpu_s(pid) - c0
+        finally:
+            job.kill()
+    per = (polled - idle) / a.polls
+    print(f"fr_trace_json, TORCH_FR_BUFFER_SIZE={a.entries}: {n // a.polls} bytes a poll; the rank's CPU "
+          f"{1000 * per:.1f} ms a poll (every {seqfeed.FULL_EVERY_S:g} s: {100 * per / seqfeed.FULL_EVERY_S:.2f} % "
+          f"of a core; every {seqfeed.DENSE_EVERY_S:g} s while a rank is still: "
+          f"{100 * per / seqfeed.DENSE_EVERY_S:.2f} %); watch's parse {1000 * parse / a.polls:.2f} ms a poll "
+          f"[load {os.getloadavg()[0]:.1f}]")
+
+
+def _environ(pid: int) -> dict:
+    raw = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    return dict(x.decode(errors="replace").split("=", 1) for x in raw if b"=" in x)
 
 
 def fanin(a) -> None:
@@ -235,7 +298,7 @@ def trace(a) -> None:
     from ddpdoctor.watch.observe import NodeView
     plan = json.loads(a.plan)
     with tempfile.TemporaryDirectory() as tmp, open(a.out, "w") as out:
-        job = TrainJob(Path(tmp), nproc=a.nproc, seconds=a.seconds + 60)
+        job = TrainJob(Path(tmp), nproc=a.nproc, seconds=a.seconds + 60, job=JOBS[a.job])
         cap = nv = None
         try:
             job.wait_ready()
@@ -326,11 +389,21 @@ def main() -> None:
     f = sub.add_parser("faults")
     f.add_argument("--seeds", type=int, default=3)
     f.add_argument("--nproc", type=int, default=2)
+    f.add_argument("--job", choices=sorted(JOBS), default="train",
+                   help="ddp: tests/watch_jobs/ddp_train.py (DistributedDataParallel, no collective of its own a step)")
     f.add_argument("--kinds", default="sleep,stop,other,loader,kill,slow1.6,lag0.1,cap0.5")
     f.add_argument("--wait", type=float, default=90, help="seconds to wait for the verdict")
+    f.add_argument("--debug-server", action="store_true", help="the job starts torch's debug server")
     h = sub.add_parser("healthy")
     h.add_argument("--seconds", type=float, default=600)
     h.add_argument("--nproc", type=int, default=2)
+    h.add_argument("--job", choices=sorted(JOBS), default="train",
+                   help="ddp: tests/watch_jobs/ddp_train.py (DistributedDataParallel, no collective of its own a step)")
+    h.add_argument("--debug-server", action="store_true", help="the job starts torch's debug server")
+    c = sub.add_parser("seqcost")
+    c.add_argument("--entries", type=int, default=2000)
+    c.add_argument("--polls", type=int, default=50)
+    c.add_argument("--fill", type=float, default=60, help="seconds to let the ring buffer fill first")
     g = sub.add_parser("fanin")
     g.add_argument("--nodes", default="1,16,128,1000")
     g.add_argument("--seconds", type=float, default=10)
@@ -338,6 +411,8 @@ def main() -> None:
     t.add_argument("out")
     t.add_argument("--seconds", type=float, default=900)
     t.add_argument("--nproc", type=int, default=2)
+    t.add_argument("--job", choices=sorted(JOBS), default="train",
+                   help="ddp: tests/watch_jobs/ddp_train.py (DistributedDataParallel, no collective of its own a step)")
     t.add_argument("--plan", default="[]")
     r = sub.add_parser("replay")
     r.add_argument("traces", nargs="+")
@@ -348,7 +423,8 @@ def main() -> None:
                    help="keep this share of each chunk's samples (0.5: as if py-spy record ran at half the rate)")
     r.add_argument("--seed", type=int, default=0, help="of --thin's draws")
     a = ap.parse_args()
-    {"faults": faults, "healthy": healthy, "fanin": fanin, "trace": trace, "replay": replay}[a.cmd](a)
+    {"faults": faults, "healthy": healthy, "seqcost": seqcost, "fanin": fanin, "trace": trace,
+     "replay": replay}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""A node slowed by its network, named by `srun --overlap ... ddpdoctor watch --gather` (Slurm lab, 2 nodes).
+"""Stragglers no stack shows: a node slowed by its network, named by `srun --overlap ... ddpdoctor watch
+--gather` (Slurm lab, 2 nodes), and a rank of a DistributedDataParallel job, whose peers wait for it
+inside loss.backward().
 
 Each lab node's slurmd runs in a pid namespace of its own, the job is `srun python train.py` with one rank
 per node (RANK from SLURM_PROCID). The job first runs healthy under the machine's normal load: watch must
@@ -16,12 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from slurmlab import DD, REPO_ROOT, start_or_skip
-from watchlab import JOB
+from slurmlab import start_or_skip
+from watchlab import SlurmJob, TrainJob, Watch, srun_python
 
 pytest.importorskip("torch")
-WRAP = ('export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS LOCAL_WORLD_SIZE=1 '
-        'MASTER_ADDR=node1 MASTER_PORT=29512 OMP_NUM_THREADS=1; exec "$0" "$@"')
 STRAGGLER_GOAL_S = 60.0   # the goal (3 runs: 41-42 s); a test asserts it with room for a loaded CI machine
 STRAGGLER_BOUND_S = 80.0
 HEALTHY_S = 45.0  # watch from the job's start: a hang could be misjudged from 6 s, a straggler only from ~60 s
@@ -38,48 +38,50 @@ def slurm(make_lab):
 
 
 def test_two_nodes_healthy_say_nothing_then_the_rate_limited_node_is_named(slurm, tmp_path: Path):
-    log = tmp_path / "job.log"
-    env = {**slurm.env, "PYTHONPATH": str(REPO_ROOT), "FAULT_FILE": str(tmp_path / "none"), "TRAIN_SECONDS": "200"}
-    with open(log, "w") as f:
-        p = slurm.lab.popen("head", ["srun", "-J", "shaped", "-N", "2", "--ntasks-per-node", "1",
-                                     "sh", "-c", WRAP, DD[0], str(JOB)], env=env, stdout=f, stderr=subprocess.STDOUT)
-    w = None
+    job = SlurmJob(slurm, tmp_path, "shaped", 2, srun_python(29512), seconds=200)
     try:
-        end = time.monotonic() + 120
-        while log.read_text().count("ready ") < 2:
-            assert p.poll() is None and time.monotonic() < end, log.read_text()[-3000:]
-            time.sleep(0.5)
-        jobid = slurm.run(["squeue", "-h", "-o", "%i", "-n", "shaped"], timeout=15).stdout.split()[0]
-        w = slurm.lab.popen("head", ["srun", "--jobid", jobid, "--overlap", "-N", "2", "--ntasks-per-node", "1",
-                                     *DD, "watch", "--gather", "--json", "--deadline", str(HEALTHY_S + STRAGGLER_BOUND_S + 10)],
-                            env={**slurm.env, "PYTHONPATH": str(REPO_ROOT)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-        events: list[dict] = []
-
-        def read():
-            for ln in w.stdout:
-                events.append({**json.loads(ln), "at": time.monotonic()})
-        th = threading.Thread(target=read, daemon=True)
-        th.start()
+        job.start_watch(job.wait_ready(), HEALTHY_S + STRAGGLER_BOUND_S + 10)
         time.sleep(HEALTHY_S)
-        assert events == [], events  # healthy, two nodes, the machine's normal load: nothing to say
+        assert job.events == [], job.events  # healthy, two nodes, the machine's normal load: nothing to say
         # 4 Mbit/s out of node2 (the job's all_reduce moves ~35 kB each way every step): its steps slow down
         slurm.lab.run("node2", ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "4mbit", "burst", "16kb",
                                 "latency", "200ms"], timeout=15)
         t = time.monotonic()
-        end = t + STRAGGLER_BOUND_S + 3
-        while time.monotonic() < end and not any(e["kind"] == "straggler" for e in events):
-            time.sleep(0.5)
-        strag = [e for e in events if e["kind"] == "straggler"]
-        assert strag, (events, w.stderr.read() if w.poll() is not None else "")
-        e = strag[0]
+        e = job.wait_for("straggler", STRAGGLER_BOUND_S + 3)
+        assert e is not None, (job.events, job.stderr())
         assert e["hosts"] == ["node2"] and e["ranks"] == [1] and e["node"] == "node2", e
         assert "tbf on eth0 at 4 Mbit/s" in e["detail"], e
         print(f"named in {e['at'] - t:.1f} s: {e['detail']}")
         assert e["at"] - t <= STRAGGLER_BOUND_S, e["at"] - t
-        assert [x["kind"] for x in events] == ["straggler"], events  # nothing else, node1 not named
-        assert p.poll() is None, "watch must leave the job running"
+        assert [x["kind"] for x in job.events] == ["straggler"], job.events  # nothing else, node1 not named
+        assert job.proc.poll() is None, "watch must leave the job running"
     finally:
-        if w is not None and w.poll() is None:
-            slurm.lab.kill(w)
-        slurm.lab.kill(p)
+        job.close()
+
+
+def test_a_lagging_rank_of_a_ddp_job_is_named_though_its_peers_wait_inside_backward(tmp_path: Path):
+    """3 ranks of DistributedDataParallel (Gloo): no collective of the job's own a step, so no stack sample
+    is in a collective (DDP's all-reduce is waited for inside loss.backward()); rank 2 then computes 25 %
+    of the healthy step longer every step. Healthy first (the machine's normal load): nothing; then rank 2 is named from schedstat
+    (the others' main threads sleep in the reducer's wait while it computes) and from the share of
+    samples in backward (the others' is larger by the time they wait there)."""
+    job = TrainJob(tmp_path, nproc=3, seconds=240, job=DDP_JOB)
+    w = None
+    try:
+        job.wait_ready()
+        w = Watch("--pid", str(job.proc.pid))
+        time.sleep(HEALTHY_S + 15)  # its windows fill, then a healthy DDP job at the machine's load
+        assert [e for e in w.events if e["kind"] != "summary"] == [], w.events
+        t = job.fault("lag:2:0.25")
+        e = w.wait_for("straggler", STRAGGLER_BOUND_S + 3, after=t)
+        assert e is not None, (w.events, job.log.read_text()[-1500:])
+        print(f"named in {e['at'] - t:.1f} s: {e['detail']}")
+        assert e["ranks"] == [2] and e["lag"] >= 0.1, e
+        assert "the others wait inside backward (DDP)" in e["detail"], e
+        assert e["at"] - t <= STRAGGLER_BOUND_S, e
+        assert [x["kind"] for x in w.events] == ["straggler"], w.events
+        assert job.proc.poll() is None, "watch must leave the job running"
+    finally:
+        if w is not None:
+            w.stop()
+        job.kill()

@@ -35,13 +35,13 @@ def tree(root: int) -> set[int]:
 
 
 class TrainJob:
-    def __init__(self, tmp: Path, nproc: int = 2, seconds: float = 60, env: dict | None = None):
+    def __init__(self, tmp: Path, nproc: int = 2, seconds: float = 60, env: dict | None = None, job: Path = JOB):
         self.fault_file = tmp / "fault"
         self.log = tmp / "job.log"
         env = {**os.environ, "FAULT_FILE": str(self.fault_file), "TRAIN_SECONDS": str(seconds),
                "OMP_NUM_THREADS": "1", **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                      f"--nproc-per-node={nproc}", str(JOB)], env=env, stdout=open(self.log, "w"),
+                                      f"--nproc-per-node={nproc}", str(job)], env=env, stdout=open(self.log, "w"),
                                      stderr=subprocess.STDOUT, start_new_session=True)
         self.nproc = nproc
         self.seen: set[int] = set()

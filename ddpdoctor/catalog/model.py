@@ -48,7 +48,10 @@ GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", 
          # issue 23: the Aho-Corasick gate pass stays fast (its SIMD prefilter) only up to 64 gate words; words
          # shared by several rare triggers keep the count there (benchmarks/bench_explain.py measures it)
          # (and never a 3-byte word: that defeats the prefilter too)
-         "no cuda", "cuda_visible_devices", "wsl2", "out of memory")
+         "no cuda", "cuda_visible_devices", "wsl2", "out of memory",
+         # words that several rare triggers share (the DeepSpeed launcher's and the shell's kill reports, NCCL's
+         # "Could not find ..." WARNs, the driver's version lines, launchers' ssh failures)
+         "kill", "could not find", "driver", " ssh", "is not comp")
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ def classify(r: RankView) -> RankState:
     a, b = oks[0], oks[-1]
     w = b.where
     m = progress.Motion(r.seconds or 1.0, a.signature != b.signature, w.waiting, r.main_thread_cpu, r.main_wakeups,
-                        r.syscalls_per_s, r.collectives)
+                        r.syscalls_per_s, r.collectives, r.driver)
     p = progress.judge(m)
     state = {progress.MOVING: "progressing", progress.STILL: "stuck"}.get(p.verdict, "unknown")
     return RankState(state, w, p.why, p.decide, **base)

@@ -1,6 +1,9 @@
 """`ddpdoctor watch`: run beside a job until it ends and print one line per event as it happens.
 
-Never imports torch; only looks (/proc, py-spy --nonblocking): the job is never paused, signalled or changed.
+Imports torch only to read the job's TCPStore when its ranks run torch's debug server and /proc does not
+tell its port (watch/seqfeed.py);
+only looks (/proc, py-spy --nonblocking, the debug server's read-only handlers): the job is never paused,
+signalled or changed.
 """
 from __future__ import annotations
 
@@ -26,7 +29,10 @@ from ddpdoctor.validate import BadInput
               help="Seconds to wait for the job's ranks to appear (started beside a launch).")
 @click.option("--events", "events_file", metavar="FILE",
               help="Also append every event (JSON lines) here (default: the armed job's directory, if any).")
-def watch(pid, json_out, deadline, gather, gather_port, wait_s, events_file):
+@click.option("--debug-server/--no-debug-server", "debug_server", default=None,
+              help="Read each rank's collective sequence numbers from torch's debug server (the job called "
+                   "torch.distributed.debug.start_debug_server()). Default: when a rank runs one.")
+def watch(pid, json_out, deadline, gather, gather_port, wait_s, events_file, debug_server):
     """Name the rank that hangs or lags while the job runs; stop when it ends.
 
     \b
@@ -53,6 +59,7 @@ def watch(pid, json_out, deadline, gather, gather_port, wait_s, events_file):
         # SIGINT is how watch is stopped (Ctrl-C, `run --watch` at the job's end, the lab). Started from a
         # script's `cmd &`, bash hands it SIGINT ignored and it could then only be killed, without its summary.
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    ds_mode = {None: "auto", True: "on", False: "off"}[debug_server]
     from ddpdoctor.probes import pyspy
     if pyspy.binary() is None:
         raise BadInput("py-spy is not installed: pip install py-spy")
@@ -64,14 +71,15 @@ def watch(pid, json_out, deadline, gather, gather_port, wait_s, events_file):
 
     if gather:
         from ddpdoctor.watch.gather import run_gather
-        sys.exit(run_gather(emit, port=gather_port, deadline=deadline, wait_s=wait_s, events_file=events_file))
+        sys.exit(run_gather(emit, port=gather_port, deadline=deadline, wait_s=wait_s, events_file=events_file,
+                            debug_server=ds_mode))
     from ddpdoctor.watch import loop
-    src = _local_source(pid, wait_s)
+    src = _local_source(pid, wait_s, ds_mode)
     path = events_file or loop.events_path(r.env for r in src.ranks.values())
     sys.exit(loop.run(src, emit, deadline=deadline, events_file=path))
 
 
-def _local_source(pid, wait_s):
+def _local_source(pid, wait_s, debug_server="auto"):
     import time
 
     from ddpdoctor.watch.observe import NodeView
@@ -79,7 +87,7 @@ def _local_source(pid, wait_s):
     end = time.monotonic() + wait_s
     while True:
         try:
-            return NodeView(pid)
+            return NodeView(pid, debug_server=debug_server)
         except NoJob as e:
             if time.monotonic() >= end:
                 raise BadInput(str(e)) from None  # inspect's pick_job words the ptrace case itself

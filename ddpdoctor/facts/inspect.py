@@ -75,6 +75,7 @@ class RankView:
     seconds: float | None = None
     members: tuple[int, ...] = ()
     collectives: int | None = None      # collectives entered between the samples (--debug-server), None unknown
+    driver: tuple[int, int] | None = None   # main thread's perf samples (in libcuda.so, elsewhere): CUDA ranks
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RankView:
@@ -83,7 +84,7 @@ class RankView:
                    tuple(StackSample.from_dict(s) for s in d["samples"]), d.get("local_rank"), d.get("world_size"),
                    _int(env.get("LOCAL_WORLD_SIZE")), env.get("CUDA_VISIBLE_DEVICES"), d.get("main_thread_cpu"),
                    d.get("main_wakeups"), d.get("syscalls_per_s"), d.get("seconds"), tuple(d.get("members") or ()),
-                   d.get("collectives"))
+                   d.get("collectives"), _driver(d.get("gpu_driver")))
 
 
 @dataclass(frozen=True)
@@ -221,3 +222,9 @@ class NvmlView:
 
     def pids(self) -> set[int]:
         return {p["pid"] for g in self.gpus for p in g.get("processes", ())}
+
+
+def _driver(v) -> tuple[int, int] | None:
+    if isinstance(v, Mapping) and isinstance(v.get("driver"), int) and isinstance(v.get("other"), int):
+        return (v["driver"], v["other"])
+    return None

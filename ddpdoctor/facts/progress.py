@@ -68,6 +68,7 @@ class Motion:
     wakeups: int | None = None
     syscalls_per_s: float | None = None
     collectives: int | None = None         # sequence numbers advanced
+    driver: tuple | None = None            # (samples in libcuda.so, samples elsewhere) of its main thread's CPU
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +117,9 @@ def judge(m: Motion) -> Progress:
     if m.syscalls_per_s is not None and m.syscalls_per_s >= BUSY_SYSCALLS:
         return Progress(MOVING, f"same line, but it moves data ({m.syscalls_per_s:.0f} reads/writes a second)",
                         motion=m)
+    gpu = _gpu_wait(m)
+    if gpu is not None:
+        return gpu
     if m.main_cpu is not None and m.main_cpu >= IDLE_CPU and not m.in_collective:
         return Progress(MOVING, f"same line but computing ({m.main_cpu:.0%} CPU)", motion=m)
     if m.stack_changed is None:
@@ -133,3 +137,27 @@ def judge(m: Motion) -> Progress:
         return Progress(UNKNOWN, f"only {m.seconds:.2f} s between the samples", decide="a longer --interval", motion=m)
     extra = "" if m.wakeups is None else f", its main thread never woke"
     return Progress(STILL, f"same stack in both samples, {m.main_cpu:.0%} CPU{extra}", motion=m)
+
+
+GPU_WAIT_S = 6.0        # watch/gpuwait.py's window: shorter, a healthy step's device sync may last that long
+DRIVER_SAMPLES = 50     # perf samples of its CPU time (1 a ms) all in the driver
+
+
+def _gpu_wait(m: Motion) -> Progress | None:
+    """The same line, its main thread busy, and every sample of its CPU time in the CUDA driver (perf events,
+    probes/ipsample.py): it spins in a device sync (`.item()`, synchronize, a D2H copy: CUDA's default
+    schedule spins), it does not compute. Over GPU_WAIT_S that is a wait on its GPU; shorter, a healthy
+    step's sync may last that long: unknown, with what decides."""
+    if m.stack_changed or m.in_collective or not m.driver or m.main_cpu is None or m.main_cpu < IDLE_CPU:
+        return None
+    drv, other = m.driver
+    if other or drv < DRIVER_SAMPLES:
+        return None
+    why = (f"same line, its main thread spins in the CUDA driver ({m.main_cpu:.0%} CPU, {drv} samples all in "
+           f"libcuda.so, none elsewhere) for {m.seconds:.1f} s: it waits on its GPU")
+    if m.seconds >= GPU_WAIT_S:
+        return Progress(STILL, why + " (a kernel that does not end, or an NCCL collective that does not complete)",
+                        motion=m)
+    return Progress(UNKNOWN, why + ", or a healthy step syncs that long",
+                    decide=f"inspect with --interval {GPU_WAIT_S:g} (or `ddpdoctor watch`): a wait that long is a hang",
+                    motion=m)

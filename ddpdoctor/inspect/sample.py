@@ -127,8 +127,10 @@ def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float =
     t0 = time.monotonic()
     first = _stacks(procs, dump_timeout, fallback)
     snap = _nvml_snapshot() if nvml else {}
+    drivers = _driver_samplers(pids)   # a CUDA rank spinning at one line: in the driver, or computing?
     time.sleep(max(0.0, interval - (time.monotonic() - t0)))
     second = _stacks(procs, dump_timeout, fallback)
+    driver = _drain(drivers)
     elapsed = time.monotonic() - t0
     act1 = {p: proctable.activity(p) for p in pids}
     seq1 = _counts(counters, rank_dicts, dump_timeout) if seq0 else {}
@@ -158,10 +160,37 @@ def collect(pid: int | None = None, interval: float = 1.0, dump_timeout: float =
                         "cmdline": p.cmdline, "generation": p.generation, "agent": p.agent, "members": list(p.members),
                         "wrappers": list(p.wrappers), "rank_from": p.source, "main_wakeups": wake,
                         "syscalls_per_s": sysc, "seconds": round(elapsed, 3),
-                        **({"collectives": seq1[p.rank] - seq0[p.rank]} if p.rank in seq0 and p.rank in seq1 else {})})
+                        **({"collectives": seq1[p.rank] - seq0[p.rank]} if p.rank in seq0 and p.rank in seq1 else {}),
+                        **({"gpu_driver": driver[p.pid]} if p.pid in driver else {})})
     others = sorted(j.key for j in disc.jobs if j is not job)
     return InspectFacts(host, job.key, records, round(elapsed, 3), others, snap, _pid_namespace_differs(),
                         jobs=[{**j.to_dict(), "host": host, "chosen": j is job} for j in disc.jobs], chosen=why)
+
+
+def _driver_samplers(pids: list[int]) -> dict:
+    """A perf sampler on the main thread of each rank that has the CUDA driver mapped (probes/ipsample.py:
+    the kernel samples its instruction pointer, the rank is never stopped); none where perf is refused."""
+    from ddpdoctor.probes import ipsample
+    out = {}
+    for pid in pids:
+        if ipsample.maps_has(pid, "libcuda.so"):
+            s, _why = ipsample.open_sampler(pid)
+            if s is None:
+                break   # refused for one, refused for all
+            out[pid] = s
+    return out
+
+
+def _drain(samplers: dict) -> dict[int, dict[str, int]]:
+    from ddpdoctor.probes.ipsample import driver_only
+    out = {}
+    for pid, s in samplers.items():
+        try:
+            drv, other = driver_only(s.drain())
+            out[pid] = {"driver": drv, "other": other}
+        finally:
+            s.close()
+    return out
 
 
 def _counts(counters, ranks, timeout: float) -> dict[int, int]:

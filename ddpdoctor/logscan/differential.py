@@ -167,6 +167,10 @@ def differential(col: Collector, add, caps: Caps) -> None:
         _connect(col, ctx or context(col), add)
 
 
+_LOOPBACK_ADDR = re.compile(r"127\.|::1$|::ffff:127\.")
+_LINK_LOCAL_ADDR = re.compile(r"169\.254\.|[fF][eE][89abAB][0-9a-fA-F]:|::ffff:169\.254\.")
+
+
 def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
     err = _hits(col, NCCL_GENERIC)[0]
     site = ctx.site_before(err.line)
@@ -187,7 +191,16 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
         v = conn[0]
         why = v.value.get("why", "")
         evs = [_ev(v), err]
-        if "refused" in why.lower():
+        addr = v.value.get("addr", "").strip("[]")
+        local = _LOOPBACK_ADDR.match(addr) and len(ctx.hosts) != 1   # one host: lo may be all NCCL had
+        if local or _LINK_LOCAL_ADDR.match(addr):
+            # the address a peer advertised reaches only its own host (loopback) or its own link (link-local,
+            # 169.254/16 and fe80::/10, RFC 3927 / 4291): NCCL picked an interface the nodes do not share
+            add("NCCL_WRONG_INTERFACE_AUTOSELECTED", 0.55, f"NCCL's connect to {addr} failed: a "
+                f"{'loopback' if local else 'link-local'} address, which a peer on another host cannot reach; NCCL "
+                "chose an interface the nodes do not share; decide with: the `NET/Socket : Using` / `Bootstrap : Using` "
+                "lines (NCCL_DEBUG=INFO) of each node, then NCCL_SOCKET_IFNAME=<the interface they share>", evs)
+        elif "refused" in why.lower():
             add("NCCL_WRONG_INTERFACE_AUTOSELECTED", 0.35, f"NCCL's connect to {v.value.get('addr')} was refused: the "
                 "peer listens on another address (interface chosen by NCCL) or had already exited; decide with: "
                 "NCCL_DEBUG=INFO (the `NET/Socket : Using` line of every node), `ddpdoctor network`", evs)
@@ -282,6 +295,10 @@ def _oom(col: Collector, ctx: Context, add, caps: Caps) -> None:
         caps.notes.setdefault("GPU_OUT_OF_MEMORY", []).append(
             f"this process itself holds {own / 2**30:.1f} of {cap / 2**30:.1f} GiB: the model, batch or activations "
             "do not fit (not another process)")
+        # the OOM line lists the other processes on the GPU as well: with this one holding most of it, they are
+        # not what filled it (GPU0_EXTRA_MEMORY's signature reads only that several are there)
+        caps.set("GPU0_EXTRA_MEMORY", 0.3, f"low confidence: other processes are on the GPU, but this one holds "
+                 f"{own / 2**30:.1f} of its {cap / 2**30:.1f} GiB itself; what would decide: `nvidia-smi` while it runs")
         return
     if cap and free is not None and own is not None and free < 0.05 * cap and own < 0.5 * cap:
         add("GPU0_EXTRA_MEMORY" if gpu and gpu.group(1) == "0" else "DUPLICATE_GPU_PER_RANK", 0.6,
@@ -360,6 +377,12 @@ def _ordinal(col: Collector, ctx: Context, add, caps: Caps) -> None:
     summary_local = col.summary.get("local_rank") if col.summary else None
     if visible:
         n = len(visible[0].value.get("devs", "").split(","))
+        nproc = next((int(v.value["nproc"]) for v in visible if v.value.get("nproc")), 0)
+        if nproc > n:  # the launch line itself starts more processes than the GPUs it gives them
+            add("NPROC_EXCEEDS_GPUS", 0.6, f"CUDA_VISIBLE_DEVICES gives {n} GPU(s) to the {nproc} processes per node "
+                "of the same launch line (--nproc_per_node): the extra local ranks ask for devices past them",
+                [_ev(next(v for v in visible if v.value.get("nproc"))), err])
+            return
         over = [r for r in ranks if r >= n]
         if over:
             add("NPROC_EXCEEDS_GPUS", 0.4, f"CUDA_VISIBLE_DEVICES gives {n} GPU(s) and rank {over[0]} asked for a "

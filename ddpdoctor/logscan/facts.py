@@ -54,7 +54,14 @@ FACTS = (
     # ... and its launch configuration the rank it was given (`--node-rank`).
     Fact("group_rank", r"rdzv_configs\s*: \{'rank': (?P<rank>\d+)", example="  rdzv_configs : {'rank': 0, 'timeout': 900}"),
     # NCCL announces its version at init (NCCL_DEBUG=INFO) and in every error message.
-    Fact("nccl_version", r"NCCL version (?P<v>\d+\.\d+\.\d+)", example="node1:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1"),
+    # Its init line also names the CUDA it was built for (init.cc: "NCCL version %s" with NCCL_VERSION_STRING
+    # "2.18.1+cuda12.1"); error messages print the bare version.
+    Fact("nccl_version", r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:\S*?\+cuda(?P<cuda>\d+\.\d+))?",
+         example="node1:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1"),
+    # ... and the CUDA version the driver supports (init.cc ncclInitEnv/initTransportsRank: "cudaDriverVersion %d",
+    # cuDriverGetVersion: 1000 * major + 10 * minor; NCCL >= 2.12).
+    Fact("cuda_driver_version", r"NCCL INFO cudaDriverVersion (?P<v>\d{4,6})", trigger="cudadriverversion",
+         example="node1:1354:1354 [0] NCCL INFO cudaDriverVersion 11080"),
     # torchrun's summary of a failed job (torch/distributed/elastic/multiprocessing/errors).
     Fact("root_cause", r"Root Cause \(first observed failure\)", example="Root Cause (first observed failure):"),
     Fact("summary_host", r"^\s*host\s{2,}: (?P<host>\S+)", trigger="      : ", example="  host      : node1"),
@@ -99,7 +106,10 @@ FACTS = (
     Fact("shm_size", r"\s(?P<size>\d+(?:\.\d+)?[KMGT])i?B?\s+\S+\s+\S+\s+\d+%\s+/dev/shm\b", trigger="/dev/shm",
          example="shm                 64M     0   64M   0% /dev/shm"),
     # The GPUs the job was given (a launch line or a printed environment).
-    Fact("cuda_visible", r"CUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<devs>\d+(?:,\d+)*)", trigger="cuda_visible_devices",
+    # On a launch line it may be followed by the launcher's processes per node (torchrun / torch.distributed.launch
+    # `--nproc_per_node` / `--nproc-per-node`, run.py): more processes than the GPUs it names is the mistake itself.
+    Fact("cuda_visible", r"CUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<devs>\d+(?:,\d+)*)"
+         r"(?:.*?--nproc[-_]per[-_]node[= ](?P<nproc>\d+))?", trigger="cuda_visible_devices",
          example="CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node=4 train.py"),
     # NCCL's socket connect to a peer failing (socketStartConnect / socketPollConnect, NCCL >= 2.19 and older).
     # Wordings (NVIDIA/nccl src/misc/socket.cc, src/os/linux.cc): "Connect to %s failed : %s" (2.4 - 2.26, after

@@ -91,7 +91,7 @@ class LineMatch:
 def split_origin(text: str) -> tuple[str, str | None, int | None]:
     """(body, host, rank) of a log line: strips collector prefixes and reads who wrote the line."""
     host = rank = None
-    body = text
+    body = _unmarked(text)
     for _ in range(6):
         m = _PREFIX.match(body)
         if not m:
@@ -123,6 +123,18 @@ def split_origin(text: str) -> tuple[str, str | None, int | None]:
         if m:
             rank = int(next(g for g in m.groups() if g is not None))
     return body, host, rank
+
+
+def _unmarked(text: str) -> str:
+    """The line as a person reads a log pasted into Markdown (GitHub issues, forums): bold markers (`**`) that the
+    poster put around the words that matter, and the backticks that quote a line, removed. Neither is ever part of
+    what the code printed in a way a signature reads (a `**kwargs` in a traceback's source line reads the same
+    without them)."""
+    if "**" in text:
+        text = text.replace("**", "")
+    if text[:1] == "`" or text[-1:] == "`":
+        text = text.strip("`")
+    return text
 
 
 class Matcher:
@@ -265,6 +277,8 @@ class Matcher:
         for start in sorted(spans):
             end, gates = spans[start]
             segment = low[start:end]
+            if b"**" in segment:  # Markdown bold a poster put in a pasted log: the words, not the markers (_unmarked)
+                segment = segment.replace(b"**", b"")
             hits: dict[int, Rule] = {}
             for gate in gates:
                 for trigger, rules in self.gates[gate].items():
@@ -362,7 +376,8 @@ def _line_end(low: bytes, pos: int, n: int) -> int:
     return nl if cr == -1 else cr
 
 
-_CONTINUES = re.compile(rb"[ \t]*[a-z(]")  # a wrapped message goes on mid-sentence, in lowercase
+# a wrapped message goes on mid-sentence: in lowercase, or mid-number (a terminal cuts `NumelOut=1|29280`)
+_CONTINUES = re.compile(rb"[ \t]*[a-z0-9(]")
 
 
 def _two_lines(data: bytes, low: bytes, start: int, end: int) -> bytes:

@@ -32,7 +32,8 @@ from ddpdoctor.catalog.model import CAUSE, CLUE, CONSEQUENCE, FailureMode
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.matcher import split_origin
-from ddpdoctor.logscan.rules import cross_line_rules, explained_hits, lookup_warning_only, store_barrier_overfull
+from ddpdoctor.logscan.rules import (cross_line_rules, deepspeed_teardown, driver_older_than_build, explained_hits,
+                                     lookup_warning_only, nccl_release_bug, store_barrier_overfull)
 from ddpdoctor.logscan.user_error import cut_traceback_rule, user_code_rule
 
 MIN_CONFIDENCE = 0.2
@@ -210,6 +211,9 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
 
     cross_line_rules(col, add)
     store_barrier_overfull(col, add)
+    deepspeed_teardown(col, add)
+    nccl_release_bug(col, add)
+    driver_older_than_build(col, add)
     root_rank = col.summary.get("rank")
     user_code_rule(col, add, int(root_rank) if root_rank is not None and str(root_rank).isdigit() else None)
     cut_traceback_rule(col, add)
@@ -247,7 +251,9 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
             if not any(n.startswith("low confidence") for n in d.notes):  # a rule may already say what decides
                 d.notes.append(_undecided_note(d.failure))
     out = [d for d in out if d.confidence >= MIN_CONFIDENCE]
-    out.sort(key=lambda d: (-d.confidence, -d.score, d.failure.id))  # a neutral order; line order only among related modes, below
+    # a neutral order; line order only among related modes, below. At equal confidence, a diagnosis that some
+    # failure line backs goes before one that only INFO lines (clues) make possible.
+    out.sort(key=lambda d: (-d.confidence, d.clue_only, -d.score, d.failure.id))
     # Among causes within CLOSE of each other, the earlier evidence goes first: the first specific error
     # is usually the cause, and what follows it its fallout.
     for _ in range(len(out)):

@@ -20,6 +20,15 @@ Cross-line rules (each cites why):
 * a name that does not resolve in a log with Kubernetes markers (kubectl, .svc names, PyTorchJob pod
   names) -> K8S_DNS_NOT_READY (a pod's DNS record exists only once the pod runs: the master's service
   name fails to resolve while workers start first);
+* the DeepSpeed launcher killing its workers in a log with no traceback, no exception and no other failure line
+  -> HOST_OOM_SIGKILL, low confidence (deepspeed/launcher/launch.py sigkill_handler runs when a worker exits
+  non-zero; a worker that raised would have printed its traceback, so it was killed by a signal, and the
+  kernel's OOM killer is the usual sender);
+* an NCCL symptom that a later NCCL release fixed, with the log's NCCL version older than that release ->
+  NCCL_RELEASE_BUG (the fixed-in release from NCCL's release notes, _RELEASE_FIXES);
+* NCCL built for a CUDA major version newer than the one the driver supports (its init lines `NCCL version
+  2.x.y+cudaM.m` and `cudaDriverVersion N`), in a failed job -> CUDA_DRIVER_TOO_OLD (CUDA's compatibility rule: a
+  runtime of major M needs a driver of major M or newer; minor versions are compatible within a major);
 * one pid holding memory on several GPUs in a pasted nvidia-smi process table -> GPU0_EXTRA_MEMORY
   (a rank touches a GPU not its own: CUDA context or tensors on cuda:0 before set_device);
 * a CUDA out-of-memory error in a log whose traceback passes through barrier() -> GPU0_EXTRA_MEMORY (the
@@ -51,6 +60,9 @@ SIGNATURES_USED = (
     ("GPU0_EXTRA_MEMORY", "BARRIER_CALL_SITE"),
     ("HOSTNAME_UNRESOLVABLE", "HOST_NOT_FOUND"), ("HOSTNAME_UNRESOLVABLE", "GAI_ERROR"),
     ("STORE_BARRIER_WORKER_COUNT_MISMATCH", "WAITING_IN_STORE_BARRIER"),
+    ("NCCL_RELEASE_BUG", "TOPO_CPU_ATTRIBUTE_MISSING"), ("NCCL_RELEASE_BUG", "NET_ID_NOT_FOUND"),
+    ("NCCL_RELEASE_BUG", "KERNEL_SHARED_MEM_EXCEEDS_DEVICE"),
+    ("DEEPSPEED_LAUNCHER_TEARDOWN", "KILLING_SUBPROCESS"), ("DEEPSPEED_LAUNCHER_TEARDOWN", "MAIN_PROCESS_RECEIVED_SIGNAL"),
 )
 
 
@@ -259,3 +271,79 @@ def lookup_warning_only(col: Collector, caps) -> None:
         return
     caps.set("HOSTNAME_UNRESOLVABLE", 0.3, "only the IPv6 lookup of the name failed, which c10d follows with an IPv4 "
              "attempt, and nothing fails after it in this log: likely harmless; `getent ahostsv4 <name>` decides")
+
+
+def deepspeed_teardown(col: Collector, add) -> None:
+    """The DeepSpeed launcher's sigkill_handler (deepspeed/launcher/launch.py) kills every worker once one exits
+    non-zero. When the log holds no Python traceback or exception and no other failure line, the worker that
+    exited printed nothing: it was killed by a signal, most often SIGKILL from the out-of-memory killer (host
+    memory fills while each rank loads its own copy of a checkpoint). A possibility, not a finding: low confidence,
+    decided by the launcher's `exits with return code` line or the kernel log."""
+    kills = col.sig_evidence(["DEEPSPEED_LAUNCHER_TEARDOWN"], "KILLING_SUBPROCESS")
+    if not kills or any(n in col.facts for n in ("exception", "traceback")):
+        return
+    if col.sig_evidence(["DEEPSPEED_LAUNCHER_TEARDOWN"], "MAIN_PROCESS_RECEIVED_SIGNAL"):
+        return  # the launcher was signalled (Ctrl-C, scancel, a time limit): it killed its workers, nobody died first
+    if any(fid != "DEEPSPEED_LAUNCHER_TEARDOWN" and st.signature.role != CLUE for (fid, _), st in col.sigs.items()):
+        return
+    add("HOST_OOM_SIGKILL", 0.35, "low confidence: the DeepSpeed launcher killed its workers after one of them exited, "
+        "and no worker printed a traceback: a worker killed by a signal, most often the out-of-memory killer; what "
+        "would decide: the launcher's `exits with return code = N` line (-9: SIGKILL) or `dmesg -T | grep -i oom`",
+        kills[:2])
+
+
+# NCCL_RELEASE_BUG's symptoms: signature name -> (the release that fixed it, weight when the log's NCCL is older,
+# where that is said). A specific symptom named in the release notes decides; a vaguer one stays low confidence.
+_RELEASE_FIXES = {
+    "TOPO_CPU_ATTRIBUTE_MISSING": ((2, 8, 3), 0.6, "NCCL 2.8.3's release notes: fix #379, topology injection failing "
+                                   "with fewer GPUs than the XML describes"),
+    "KERNEL_SHARED_MEM_EXCEEDS_DEVICE": ((2, 26, 2), 0.6, "NCCL 2.26.2's release notes: fix shared memory usage on "
+                                         "recent Blackwell GPUs, NVIDIA/nccl-tests#287, #291, NVIDIA/nccl#1637"),
+    "NET_ID_NOT_FOUND": ((2, 27, 3), 0.45, "NCCL 2.27.3's release notes: the graph search excludes non-local NICs "
+                         "(NVIDIA-NeMo/Run#266: 2.25.1 fails this way, 2.27 works)"),
+}
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split(".")[:3] if x.isdigit())
+
+
+def nccl_release_bug(col: Collector, add) -> None:
+    """A symptom of a known NCCL bug (_RELEASE_FIXES) and the NCCL version the log prints: older than the fix,
+    the release is the likely cause; no version in the log, only possible (what decides: the version line);
+    the fixed release or newer, not this bug (the signature alone stays a weak pointer)."""
+    versions = [_version(v) for v in col.fact_values("nccl_version", "v")]
+    for name, (fixed, weight, source) in _RELEASE_FIXES.items():
+        evs = col.sig_evidence(["NCCL_RELEASE_BUG"], name)
+        if not evs:
+            continue
+        shown = ".".join(map(str, fixed))
+        if versions and all(v < fixed for v in versions):
+            vs = ", ".join(".".join(map(str, v)) for v in sorted(set(versions)))
+            low = "" if weight >= 0.5 else "low confidence: "
+            add("NCCL_RELEASE_BUG", weight, f"{low}NCCL {vs} is older than {shown}, which fixed this ({source})"
+                + ("" if not low else "; what would decide: the same job with NCCL " + shown + " or newer"), evs[:2])
+        elif not versions:
+            add("NCCL_RELEASE_BUG", 0.35, f"low confidence: a symptom NCCL fixed in {shown} ({source}); what would "
+                "decide: the log's `NCCL version` line (NCCL_DEBUG=INFO)", evs[:2])
+
+
+def driver_older_than_build(col: Collector, add) -> None:
+    """NCCL's init lines name the CUDA it was built for (`NCCL version 2.18.1+cuda12.1`) and the CUDA version the
+    driver supports (`cudaDriverVersion 11080`, cuDriverGetVersion). CUDA's compatibility rule: a runtime of major
+    M needs a driver of major >= M (minor versions are compatible within a major, cuda-compat aside, which then
+    reports its own newer version). Only in a log that shows a failure."""
+    if not col.failed:
+        return
+    builds = [v for v in col.facts.get("nccl_version", []) if v.value.get("cuda")]
+    drivers = col.facts.get("cuda_driver_version", [])
+    if not builds or not drivers:
+        return
+    build = max(builds, key=lambda v: _version(v.value["cuda"]))
+    driver = min(drivers, key=lambda v: int(v.value["v"]))
+    major, minor = divmod(int(driver.value["v"]) // 10, 100)
+    built = _version(build.value["cuda"])
+    if built[:1] > (major,):
+        add("CUDA_DRIVER_TOO_OLD", 0.6, f"NCCL was built for CUDA {build.value['cuda']} and the driver supports CUDA "
+            f"{major}.{minor}: a CUDA {built[0]} runtime needs a driver of that major version or newer",
+            [Evidence(v.line, v.text, v.host, v.rank) for v in (build, driver)])

@@ -42,6 +42,11 @@ _DIST_WORDS = re.compile(r"(?i)\bcuda\b|nccl|cudnn|cublas|\bc10d\b|gloo|socket|t
                          r"store|rendezvous|process group|init_process_group|device-side assert|illegal memory|"
                          r"killed by signal|\b(?:LOCAL_)?RANK\b|WORLD_SIZE|MASTER_(?:ADDR|PORT)")
 
+# A tensor on the wrong device is the job's own code even though the message names CUDA devices: ATen's
+# TORCH_CHECKs "Expected all tensors to be on the same device, but found at least two devices, cuda:1 and cuda:0!"
+# (TensorIterator / native ops, torch 1.7+) and, before, "Expected object of device type cuda but got device type
+# cpu for argument #1".
+_PLACEMENT = re.compile(r"Expected all tensors to be on the same device|Expected object of device type \w+ but got")
 
 # A paste that lost its newlines glues the next log records onto the exception line; a person reads each record
 # header as a new line: a glog header (torch's C++ and elastic logs: `W0227 23:25:08.126000 227320 `), a rank
@@ -108,7 +113,8 @@ class Tracker:
         if frame is not None and not 0 <= ev.line - frame.ev.line <= NEAR:
             frame = None
         exc, msg = groups.get("exc", ""), _own_record(groups.get("msg") or "").strip()
-        if explained or len(self.raised) >= KEEP or _DIST_TYPES.search(exc) or _DIST_WORDS.search(msg + " " + exc):
+        if explained or len(self.raised) >= KEEP or _DIST_TYPES.search(exc) or (
+                _DIST_WORDS.search(msg + " " + exc) and not _PLACEMENT.search(msg)):
             return
         self.raised.append(Raised(exc, msg, ev, frame))
 
@@ -163,7 +169,13 @@ def user_code_rule(col, add, root_rank: int | None = None) -> None:
 _CUT_AT = {("set_device", re.compile(r"[/\\]torch[/\\]cuda[/\\]__init__\.py$")): (
     "NPROC_EXCEEDS_GPUS", "torch.cuda.set_device", "`invalid device ordinal`: a local rank >= the GPUs this process sees "
     "(more processes per node than visible GPUs, or CUDA_VISIBLE_DEVICES narrower than --nproc_per_node)",
-    "the traceback's last line, `nvidia-smi -L` and `echo $CUDA_VISIBLE_DEVICES` against --nproc_per_node")}
+    "the traceback's last line, `nvidia-smi -L` and `echo $CUDA_VISIBLE_DEVICES` against --nproc_per_node"),
+    # torch/distributed/rendezvous.py _env_rendezvous_handler._get_env_or_raise (torch 1.13 .. 2.13): it raises only
+    # `environment variable RANK expected, but not set` (ValueError) for a variable a launcher sets.
+    ("_get_env_or_raise", re.compile(r"[/\\]torch[/\\]distributed[/\\]rendezvous\.py$")): (
+    "SCRIPT_WITHOUT_LAUNCHER", "the env:// rendezvous", "`environment variable RANK expected, but not set`: the script "
+    "was started without torchrun (or another launcher) to set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
+    "the traceback's last line, and how the script was started (torchrun / accelerate launch / srun)")}
 
 
 def cut_traceback_rule(col, add) -> None:

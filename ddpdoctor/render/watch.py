@@ -43,6 +43,8 @@ def line(e: Mapping[str, Any]) -> str:
     k = e["kind"]
     ts = _when(e["wall"])
     if k == "hang":
+        if e.get("confidence") == "low":   # the judge could not tell which (every rank waits on its GPU)
+            ts += " (low confidence)"
         w = e.get("waiting") or {}
         rs = w.get("ranks", [])
         waits = (f"{_ranks(rs)} {'waits' if len(rs) == 1 else 'wait'} in {w.get('call')} at {w.get('at')}" if rs

@@ -101,20 +101,21 @@ def _valid(o: dict) -> bool:
             and all(type(o.get(k)) is int for k in ("run_ns", "delay_ns", "io")) or o.get("state") == "gone")
 
 
-def _view(wait_s: float, host: str):
+def _view(wait_s: float, host: str, debug_server: str = "auto"):
     from ddpdoctor.watch.observe import NodeView
     from ddpdoctor.watch.ranks import NoJob
     end = time.monotonic() + wait_s
     while True:
         try:
-            return NodeView(None, host=host), ""
+            return NodeView(None, host=host, debug_server=debug_server), ""
         except NoJob as e:
             if time.monotonic() >= end:
                 return None, str(e)
             time.sleep(0.5)
 
 
-def run_gather(emit, *, port: int, deadline: float | None, wait_s: float, events_file: str | None) -> int:
+def run_gather(emit, *, port: int, deadline: float | None, wait_s: float, events_file: str | None,
+               debug_server: str = "auto") -> int:
     step = detect_step(os.environ, port=port)
     if not step.representative:
         return 0  # another task on this node speaks for it
@@ -123,19 +124,19 @@ def run_gather(emit, *, port: int, deadline: float | None, wait_s: float, events
             srv = listen_any(step.port)
         except OSError as e:
             raise BadInput(f"--gather: could not listen on port {step.port}: {e.strerror or e}") from None
-        view, err = _view(wait_s, step.node)
+        view, err = _view(wait_s, step.node, debug_server)
         src = Gathered(step, view, srv)
         if view is None:
             src.errors[0] = err
         path = events_file or (loop.events_path(r.env for r in view.ranks.values()) if view else None)
         return loop.run(src, emit, deadline=deadline, events_file=path)
-    return _send(step, deadline=deadline, wait_s=wait_s)
+    return _send(step, deadline=deadline, wait_s=wait_s, debug_server=debug_server)
 
 
-def _send(step: Step, *, deadline: float | None, wait_s: float) -> int:
+def _send(step: Step, *, deadline: float | None, wait_s: float, debug_server: str = "auto") -> int:
     """Every other node: watch locally, send each tick's rank dicts to the first node."""
     t0 = time.monotonic()
-    view, err = _view(wait_s, step.node)
+    view, err = _view(wait_s, step.node, debug_server)
     judge = Judge()  # only to know when stacks are wanted: the first node judges
     conn = None
     try:

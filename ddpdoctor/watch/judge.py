@@ -20,6 +20,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ddpdoctor.watch import seqjudge
 from ddpdoctor.watch.straggler import (STRAGGLER_LAG, STRAGGLER_PERSIST_S, STRAGGLER_WINDOW_S,  # noqa: F401
                                        StragglerJudge)
 
@@ -27,6 +28,7 @@ HANG_S = 6.0              # nothing moved for this long: a rank waits / the job 
 BUSY_HANG_S = 120.0       # others wait this long while one rank computes: a hang with a busy origin
 MOVE_BUSY_SHARE = 0.02    # main-thread busy time over HANG_S that counts as moving (a Gloo wait adds 0)
 MOVE_IO_BYTES = 64 << 10  # I/O over HANG_S that counts as moving (store polls are a few hundred bytes)
+ALL_GPU_S = 8.0           # every rank waits on its GPU this long (driver-only samples): the low-confidence verdict
 WAIT_KINDS = ("collective", "ddp", "backward", "distributed")
 
 
@@ -44,9 +46,11 @@ class RankTrack:
     world_size: int | None = None
     ticks: deque = field(default_factory=lambda: deque(maxlen=400))   # (t, busy_ns, delay_ns, io, state)
     stacks: deque = field(default_factory=lambda: deque(maxlen=60))   # (t, where, sig, active, inner)
-    chunks: deque = field(default_factory=lambda: deque(maxlen=30))   # (t, samples, waiting, {line: n})
+    chunks: deque = field(default_factory=lambda: deque(maxlen=30))   # (t, samples, waiting, {line: n}, in backward)
     workers: dict = field(default_factory=dict)                        # pid -> RankTrack of a child
     tcp: dict = field(default_factory=dict)                            # watch/netstuck.py, latest
+    gpu: dict | None = None            # watch/gpuwait.py: its main thread waits on its GPU (latest tick)
+    seqs: deque = field(default_factory=lambda: deque(maxlen=60))     # (t, {pg: numbers}): watch/seqjudge.py
     gone: bool = False
     exit: int | None = None
     exit_text: str = ""
@@ -62,9 +66,14 @@ class RankTrack:
         old = [x for x in self.ticks if x[0] <= now - span]
         if not old:
             return True  # too new to say: assume it moves
+        seq = seqjudge.state(self.seqs, now, span) if self.seqs else None
+        if seq is not None and seq.kind == "moved":
+            return True  # its collectives complete: decisive
         a, b = old[-1], self.ticks[-1]
         dt = max(b[0] - a[0], 1e-3)
-        if (b[1] - a[1]) / 1e9 / dt >= MOVE_BUSY_SHARE or b[3] - a[3] >= MOVE_IO_BYTES:
+        # waiting in an enqueued collective that does not complete: busy CPU is a spin (NCCL's device sync)
+        busy = (b[1] - a[1]) / 1e9 / dt >= MOVE_BUSY_SHARE and not (seq is not None and seq.kind == "waiting")
+        if busy or b[3] - a[3] >= MOVE_IO_BYTES:
             return True
         sigs = {s[2] for s in self.stacks if s[0] >= a[0] - 0.5}
         return len(sigs) > 1
@@ -138,6 +147,7 @@ class Judge(StragglerJudge):
             tr.gone = True
             tr.exit = o.get("exit")
             return
+        tr.gpu = o.get("gpu") if isinstance(o.get("gpu"), dict) else None
         tr.ticks.append((now, o["run_ns"] + o["delay_ns"], o["delay_ns"], o["io"], o["state"],
                          o.get("throttled_ns", 0), o.get("cgroup", "")))
         if isinstance(o.get("tcp"), dict):
@@ -146,7 +156,10 @@ class Judge(StragglerJudge):
             self._note_qdisc(tr.host, o["qdisc"], now)
         rec = o.get("rec")
         if rec and rec.get("n"):
-            tr.chunks.append((now, rec["n"], rec["wait"], rec.get("lines") or {}))
+            tr.chunks.append((now, rec["n"], rec["wait"], rec.get("lines") or {}, rec.get("bwd")))
+        seq = o.get("seq")
+        if isinstance(seq, dict) and (pgs := seqjudge.clean(seq.get("pgs"))) is not None:
+            tr.seqs.append((now, pgs))
         st = o.get("stack")
         if st and st.get("ok"):
             tr.stacks.append((now, st["where"], st["sig"], st["active"], st.get("inner") or st["where"]))
@@ -163,12 +176,17 @@ class Judge(StragglerJudge):
         alive = self.alive()
         if not alive:
             return []
-        still = {id(t): not t.moved(now, self.hang_s) for t in alive}
-        waiting = [t for t in alive if still[id(t)] and _wait_kind(t.latest_where()) and t.stack_covers(now, self.hang_s)]
+        gpu = _gpu_waits(alive)   # they spin at one line: their busy time is no progress
+        still = {id(t): t in gpu or not t.moved(now, self.hang_s) for t in alive}
+        waiting = [t for t in alive if t in gpu or (still[id(t)] and _wait_kind(t.latest_where())
+                                                   and t.stack_covers(now, self.hang_s))]
         gone = [t for t in self.ranks.values() if t.gone]
         # Every rank stopped (state T) and still: nobody waits in a collective, yet nothing can move.
         # The only way a one-rank job hangs visibly from outside (SIGSTOP, a debugger); seen on a GPU job.
         all_stopped = all(still[id(t)] and _stopped(t) for t in alive)
+        seq = seqjudge.judge(self, now, alive, still)  # the debug server's numbers, when the job has them
+        if seq is not None:
+            return seq
         if self.hang is not None:
             if not waiting and not all_stopped:
                 ev = self._event("recovered", alive, now, detail=f"after a hang of {now - self.hang['_t']:.0f} s")
@@ -187,6 +205,8 @@ class Judge(StragglerJudge):
             return [self._open_hang(now, busy_odd, waiting, "busy in user code (its CPU time grows)")]
         if any(not t.stack_covers(now, self.hang_s) for t in alive if not (t.last_tick() and t.last_tick()[4] in "Tt")):
             return []  # wait for stacks of every rank that can be sampled
+        if len(gpu) == len(alive) and not gone and min(_gpu_s(t) for t in gpu) < ALL_GPU_S:
+            return []  # every rank in its driver and nothing else to tell: a longer look before a weak verdict
         return [self._origin(now, alive, waiting, gone)]
 
     def _waited(self, t: RankTrack, now: float) -> float:
@@ -211,7 +231,10 @@ class Judge(StragglerJudge):
         if elsewhere:
             io = [t for t in elsewhere if t.last_tick() and t.last_tick()[4] == "D"]
             what = "in I/O (state D)" if io else "in user code, not in a collective"
-            return self._open_hang(now, elsewhere, waiting, what)
+            return self._open_hang(now, elsewhere, waiting, what + _gpu_note(waiting))
+        gpu = [t for t in waiting if t.gpu]
+        if gpu:
+            return self._gpu_origin(now, gpu, [t for t in waiting if not t.gpu])
         groups: dict[tuple, list[RankTrack]] = {}
         for t in waiting:
             w = t.latest_where() or {}
@@ -265,15 +288,32 @@ class Judge(StragglerJudge):
                 return pid, w.stacks[-1][1]
         return None
 
-    def _open_hang(self, now, origin, waiting, what, *, worker=None, origin_ranks=None) -> dict[str, Any]:
-        ws = [t.latest_where() or {} for t in waiting]
+    def _gpu_origin(self, now, gpu, coll) -> dict[str, Any]:
+        """Ranks that wait on their GPU, the others (if any) in a collective. An NCCL collective that lost a
+        peer, or a kernel that never ends, both look like this from outside: the flight recorder decides."""
+        held = min(_gpu_s(t) for t in gpu)
+        if coll:   # the others wait for them in a collective: they are what keeps the job
+            return self._open_hang(now, gpu, coll, f"waits on its GPU for {held:.0f} s: its main thread spins in "
+                                   f"{_gpu_lib(gpu)} at one line{_gpu_call(gpu)} (a kernel that does not end, or an "
+                                   "NCCL collective that does not complete)", gpu=_gpu_list(gpu))
+        ev = self._open_hang(now, [], gpu, f"every rank waits on its GPU for {held:.0f} s: an NCCL collective that "
+                             "does not complete (a peer or the network) or a kernel that does not end; decide with "
+                             "the flight recorder: ddpdoctor arm / explain --fr", gpu=_gpu_list(gpu))
+        ev["confidence"] = self.hang["confidence"] = "low"
+        return ev
+
+    def _open_hang(self, now, origin, waiting, what, *, worker=None, origin_ranks=None, gpu=None) -> dict[str, Any]:
+        gpu = gpu if gpu is not None else _gpu_list(waiting)
+        ws = [t.latest_where() or {} for t in waiting if not t.gpu] or [t.latest_where() or {} for t in waiting]
         calls = Counter((w.get("call"), w.get("file"), w.get("line")) for w in ws).most_common(1)
         call = calls[0][0] if calls else (None, None, None)
         ev = self._event("hang", origin, now, detail=what,
                          waiting={"ranks": sorted(t.rank for t in waiting), "call": call[0],
                                   "at": f"{call[1]}:{call[2]}"},
                          **({"worker_pid": worker} if worker else {}),
+                         **({"gpu_wait": gpu} if gpu else {}),
                          **({"origin_ranks": origin_ranks} if origin_ranks else {}))
+        seqjudge.annotate(ev, self.ranks.values(), now)
         self.hang = {"_t": now, **ev}
         return ev
 
@@ -290,6 +330,41 @@ class Judge(StragglerJudge):
                 "events": {k: v for k, v in sorted(self.counts.items())},
                 "exits": {k: v for k, v in sorted(self.exits.items())},
                 "open": [e["kind"] for e in (self.hang, self.straggler) if e]}
+
+
+def _gpu_waits(alive: list[RankTrack]) -> list[RankTrack]:
+    """Ranks whose node confirmed a GPU wait this tick (watch/gpuwait.py): the same Python stack for the
+    whole window and the main thread's CPU time all in the CUDA driver."""
+    return [t for t in alive if t.gpu]
+
+
+def _gpu_s(t: RankTrack) -> float:
+    """How long its wait is proven: the driver-only samples (spin_s) where perf sampled it, else the stack."""
+    return float(t.gpu.get("spin_s", t.gpu.get("held_s")) or 0)
+
+
+def _gpu_lib(ts) -> str:
+    return next((str(t.gpu.get("lib")) for t in ts if t.gpu and t.gpu.get("lib")), "the CUDA driver")
+
+
+def _gpu_call(ts) -> str:
+    calls = sorted({str(t.gpu["call"]) for t in ts if t.gpu and t.gpu.get("call")})
+    return f" ({', '.join(calls)})" if calls else ""
+
+
+def _gpu_list(ts) -> list[dict[str, Any]]:
+    return [{"rank": t.rank, "host": t.host, "pid": t.pid, "at": where_text(t.latest_where()),
+             **{k: t.gpu[k] for k in ("lib", "call", "held_s", "spin_s", "how") if t.gpu.get(k) is not None}}
+            for t in sorted(ts, key=lambda t: t.rank) if t.gpu]
+
+
+def _gpu_note(waiting) -> str:
+    gpu = [t for t in waiting if t.gpu]
+    if not gpu:
+        return ""
+    rs = ",".join(str(t.rank) for t in sorted(gpu, key=lambda t: t.rank))
+    return (f"; rank{'s' if len(gpu) > 1 else ''} {rs} wait{'' if len(gpu) > 1 else 's'} on {'their' if len(gpu) > 1 else 'its'} "
+            f"GPU ({_gpu_lib(gpu)}{_gpu_call(gpu)} at {where_text(gpu[0].latest_where())})")
 
 
 def _span(rs: list[int]) -> str:

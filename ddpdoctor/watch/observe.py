@@ -15,7 +15,10 @@ Schedule (justified in docs/watch.md, measured by benchmarks/bench_watch.py):
   rank under a launcher watch did not know); every 10 s it was 0.27 % of a core a node, the largest
   part of watch's own CPU (benchmarks/bench_watch_parts.py); each rank's CPU cgroup again
   every CGROUP_EVERY_S (a cap may be applied later; two small reads a rank);
-- the node's egress shapers' counters every QDISC_EVERY_S (a node whose outgoing traffic is rate-limited).
+- the node's egress shapers' counters every QDISC_EVERY_S (a node whose outgoing traffic is rate-limited);
+- ranks running torch's debug server: their collective sequence numbers, polled by watch/seqfeed.py's own
+  thread (a rank's newest poll rides on its observation once as "seq"); in auto mode, whether a rank runs
+  one (its threads' names) at start and every SEQCHECK_EVERY_S until one does.
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ import zlib
 from typing import Any
 
 from ddpdoctor.inspect.where import COLLECTIVES
-from ddpdoctor.watch import netstuck
+from ddpdoctor.watch import netstuck, seqfeed
+from ddpdoctor.watch.gpuwait import GpuWatch
 from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
 from ddpdoctor.watch.sample import ExitWatch, cpu_stat_path, describe_exit, proc_tick, qdiscs, stacks, throttled_ns
@@ -38,6 +42,7 @@ FIND_EVERY_S = 60.0     # the whole-/proc scan when no launcher's children chang
 FIND_SOON_S = 2.0       # at most one scan this often when they change; doubled after each scan that found
 FIND_SOON_MAX_S = 16.0  # no new rank, up to this (a parent shell that keeps forking other commands)
 CGROUP_EVERY_S = 5.0
+SEQCHECK_EVERY_S = 30.0  # a rank's threads' names (a worker server started later): a read per thread
 QDISC_EVERY_S = 5.0   # the node's egress shapers (one rtnetlink dump, 0.12 ms): a rate-limited node
 
 
@@ -51,7 +56,7 @@ def _sig(signature: tuple) -> str:
 
 class NodeView:
     def __init__(self, pid: int | None = None, host: str | None = None, dump_timeout: float = 3.0,
-                 record: bool = True):
+                 record: bool = True, debug_server: str = "auto"):
         self.pid = pid
         self.host = host or socket.gethostname()
         self.dump_timeout = dump_timeout
@@ -71,6 +76,12 @@ class NodeView:
         self.cgroup: dict[int, str | None] = {}
         self._next_qdisc = 0.0
         self._next_cgroup = time.monotonic() + CGROUP_EVERY_S
+        self.gpu = GpuWatch()   # a rank that spins in the CUDA driver at one Python line (watch/gpuwait.py)
+        # torch's debug server in the ranks: their collective sequence numbers (watch/seqfeed.py)
+        self.debug_server = debug_server
+        self.seqfeed = seqfeed.for_ranks(found, debug_server)
+        self._seq_seen: dict[int, float] = {}
+        self._next_seqcheck = time.monotonic() + SEQCHECK_EVERY_S
 
     def _launcher_children(self) -> dict[int, tuple[int, ...]] | None:
         """The children of every process that started a rank (agent, wrapper, parent): an elastic restart,
@@ -82,6 +93,13 @@ class NodeView:
         return {p: tuple(rankmod.children(p)) for p in sorted(parents)}
 
     def refind(self, now: float) -> None:
+        self._rescan(now)
+        if self.seqfeed is None and self.debug_server == "auto" and now >= self._next_seqcheck:
+            self._next_seqcheck = now + SEQCHECK_EVERY_S  # a server started after watch did
+            self.seqfeed = seqfeed.for_ranks([self.ranks[p] for p in self.ranks if p not in self.reported_gone],
+                                             "auto")
+
+    def _rescan(self, now: float) -> None:
         kids = None
         if now < self._next_find:
             if now - self._last_find < self._soon:
@@ -106,6 +124,8 @@ class NodeView:
                 self.exits.add(r.pid)
                 self._kids = None   # new parents to follow: their children are read on the next tick
                 self._soon = FIND_SOON_S
+                if self.seqfeed is not None:
+                    self.seqfeed.add([r])
 
     def ended(self) -> bool:
         return bool(self.ranks) and all(pid in self.reported_gone for pid in self.ranks)
@@ -116,12 +136,16 @@ class NodeView:
             self._next_cgroup = now + CGROUP_EVERY_S
             self.cgroup.clear()
         live = [pid for pid in self.ranks if pid not in self.reported_gone]
-        take = now >= self._next_stack or (want_stacks and now >= self._next_stack - (STACK_EVERY_S - DENSE_EVERY_S))
+        dense = want_stacks or self.gpu.wants(now)
+        take = now >= self._next_stack or (dense and now >= self._next_stack - (STACK_EVERY_S - DENSE_EVERY_S))
         samples = {}
         workers: dict[int, list[int]] = {}
         chunks = {}
         if self.recorder is not None:
-            chunks = {c.pid: summarize(c.samples) for c in self.recorder.collect()}
+            done = self.recorder.collect()
+            for c in done:
+                self.gpu.note_chunk(c.pid, now, c.samples, self.recorder.chunk_s)
+            chunks = {c.pid: summarize(c.samples) for c in done}
             self.recorder.ensure(live)
         if take:
             self._next_stack = now + STACK_EVERY_S
@@ -129,6 +153,10 @@ class NodeView:
                 workers[pid] = rankmod.children(pid)
             helpers = {w for ws in workers.values() for w in ws}
             samples = stacks(live + sorted(helpers), self.dump_timeout, helpers)
+            self.gpu.note_samples(now, {p: s for p, s in samples.items() if p not in helpers})
+        gpu = self.gpu.tick(now, live)
+        if want_stacks and self.seqfeed is not None:
+            self.seqfeed.dense(now)
         qd = None
         if now >= self._next_qdisc:
             self._next_qdisc = now + QDISC_EVERY_S
@@ -155,6 +183,10 @@ class NodeView:
                 self.loader_ranks.discard(pid)
             if pid in chunks:
                 rec["rec"] = chunks[pid]
+            if pid in gpu:
+                rec["gpu"] = gpu[pid]
+            if (seq := seqfeed.observation(self.seqfeed, r.rank, self._seq_seen)) is not None:
+                rec["seq"] = seq
             if qd is not None:
                 rec["qdisc"] = qd
             if want_stacks and take:  # only while a rank is still: a hang's network side
@@ -168,6 +200,9 @@ class NodeView:
 
     def close(self):
         self.exits.close()
+        self.gpu.close()
+        if self.seqfeed is not None:
+            self.seqfeed.close()
         if self.recorder is not None:
             self.recorder.close()
 
@@ -196,15 +231,22 @@ def _user_line(frames) -> str:
 _STDLIB = frozenset(sys.stdlib_module_names)
 
 
+def in_backward(frames) -> bool:
+    """A sample inside autograd's backward (torch/autograd/): where DDP waits for its gradients' all-reduce."""
+    return any(f[1].startswith("torch/autograd/") for f in frames)
+
+
 def summarize(samples) -> dict[str, Any]:
-    """A record chunk as numbers: samples, samples waiting in a collective, the top lines of the rest."""
+    """A record chunk as numbers: samples, samples waiting in a collective, samples in backward (not in a
+    collective: watch/straggler.py, DDP), the top lines of the rest."""
     from collections import Counter
-    n = w = 0
+    n = w = b = 0
     lines: Counter = Counter()
     for frames, count in samples:
         n += count
         if is_wait(frames):
             w += count
         else:
+            b += count if in_backward(frames) else 0
             lines[_user_line(frames)] += count
-    return {"n": n, "wait": w, "lines": dict(lines.most_common(8))}
+    return {"n": n, "wait": w, "bwd": b, "lines": dict(lines.most_common(8))}

@@ -10,11 +10,18 @@ two independent measures estimate the same lag, as a share of the step time:
 Their expectation is exactly L/step (who arrives last at each step is noise that cancels in the
 difference); their mean halves the noise where both see the lag (computing, a CPU cap, a busy core), and
 a lag only the samples see (a rank asleep outside the collective: a starved DataLoader, I/O) counts at
-half its size. A rank is lagging at a judgement (every 5 s, over the last 20 s) when its lag is the
-largest and >= 10 % of the step; it is named a straggler when the same rank lagged at every judgement for
-40 s. A rank starved of CPU by other work on the machine is a straggler for the job too, but a transient
-one is not an event: on the loaded 2-core lab machine healthy ranks lagged 10-18 % for up to 40 s; the
-rule was chosen by replaying recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
+half its size. Both are compared over the same seconds: the samples' (10 s chunks, trailing schedstat by
+up to 11 s), with schedstat's alone from their end to now. A rank is lagging at a judgement (every 5 s)
+when its lag is the largest and >= 10 % of the step; it is named a straggler when the same rank lagged
+at every judgement for 40 s, or when its excess over 6 % has accumulated to 5 lag-seconds over >= 25 s
+(a large lag sooner; a dip of one chunk does not start it again). A rank starved of CPU by other work on
+the machine is a straggler for the job too, but a transient one is not an event: on the loaded 2-core
+lab machine healthy ranks lagged 10-18 % for up to 35 s (excess 4.0); the rule was chosen by replaying
+recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
+
+DDP all-reduces inside loss.backward(): when no rank's samples show an explicit collective, the share of
+samples in backward (autograd's compute, the same on every rank, and the reducer's wait) replaces the
+share in a collective.
 
 A node whose outgoing traffic is rate-limited (a shaper, `tc ... tbf`) makes every rank wait longer in
 its collective while no rank's own part is longer: no rank lags. Its egress shaper's `overlimits` grows
@@ -27,11 +34,18 @@ import statistics
 from collections import Counter, deque
 from typing import Any, Mapping
 
+from ddpdoctor.watch.record import CHUNK_S
+
 STRAGGLER_WINDOW_S = 20.0  # lag estimated over this (two 10 s record chunks of watch/record.py: ≈160 samples a rank)
 MIN_SAMPLES = 120
 STRAGGLER_LAG = 0.10      # share of every step the others wait for it (docs/watch.md: chosen on recorded traces)
 STRAGGLER_PERSIST_S = 40.0  # the same rank lagging at every judgement for this long (healthy ranks: up to 40 s)
 STRAGGLER_EVERY_S = 5.0
+EXCESS_K = 0.06        # lag above this accumulates (lag-seconds, over judgements) ...
+EXCESS_H = 5.0         # ... to this: 20 % for 36 s, 30 % for 21 s (the healthy traces: at most 4.0)
+EXCESS_MIN_S = 25.0    # ... over at least this long, and lagging >= 10 % at the judgement that names it
+EXPLICIT_WAIT = 0.02  # a rank's share of samples in an explicit collective under which it shows none
+MIN_PART = 0.05      # the median rank's own part (or busy share) under which a ratio against it is not printed
 STRAGGLER_MIN_WAIT = 0.10  # ranks waiting in their collectives at least this share for a node to hold them back
 NET_HELD_PER_S = 5.0      # packets a second a node's egress shaper delays (overlimits) to hold the job back
 NET_PERSIST_S = 20.0      # ... at every judgement for this long: no shaper, no overlimits (no noise to outlast,
@@ -46,7 +60,8 @@ class StragglerJudge:
         self.strag_lag, self.strag_persist, self.strag_window = lag, persist, window
         self.min_samples = MIN_SAMPLES  # bench_watch.py replay --thin lowers it with the simulated rate
         self.straggler: dict[str, Any] | None = None  # the open straggler event
-        self._strag_seen: deque = deque(maxlen=200)   # (t, lagging rank or None, its lag) every judgement
+        # every judgement: (t, lagging rank or None, the largest lag, its excess, that rank, since when)
+        self._strag_seen: deque = deque(maxlen=200)
         self._strag_next = 0.0
         self.qdisc: dict[str, deque] = {}   # host -> (t, {dev: shaper counters}) (watch/sample.py qdiscs)
         self._net_seen: deque = deque(maxlen=200)   # (t, held-back host or None)
@@ -60,7 +75,9 @@ class StragglerJudge:
     def shares(self, now: float, window: float | None = None) -> dict[tuple, dict[str, float]]:
         """Per rank over the window: `busy` the share of wall time its main thread was on a CPU or wanted
         one (schedstat), `wait` the share of its stack samples inside a collective, the share of time its
-        main thread waited for a CPU (`delay`) and its cgroup throttled it (`throttled`)."""
+        main thread waited for a CPU (`delay`) and its cgroup throttled it (`throttled`); `span` the time
+        its samples cover, `busy_span` / `busy_fresh` its busy share over that span / from its end to now
+        (the samples come in 10 s chunks: they trail schedstat by up to a chunk and a half)."""
         window = self.strag_window if window is None else window
         out = {}
         for key, t in self.ranks.items():
@@ -83,12 +100,28 @@ class StragglerJudge:
             tdt = same[-1][0] - same[0][0] if len(same) > 1 else 0.0
             thr = min(1.0, max(0, same[-1][5] - same[0][5]) / 1e9 / tdt) if tdt >= 5 else 0.0
             wait = sum(c[2] for c in ch) / n if n >= self.min_samples else None
+            # in backward (DDP's wait, and autograd's compute): None from a recorder that did not count it
+            counted = wait is not None and all(len(c) > 4 and c[4] is not None for c in ch)
+            bwd = sum(c[4] for c in ch) / n if counted else None
             if wait is not None:
                 # a throttled process is frozen wherever it is, its collective's own threads included: the
                 # samples frozen inside the collective are its own lost time, not a wait for its peers
                 wait *= 1 - thr
-            out[key] = {"busy": busy, "wait": wait, "delay": delay, "throttled": thr, "samples": n,
-                        "cgroup": tk[-1][6]}
+                bwd = None if bwd is None else bwd * (1 - thr)
+            out[key] = {"busy": busy, "wait": wait, "bwd": bwd, "delay": delay, "throttled": thr, "samples": n,
+                        "cgroup": tk[-1][6],
+                        # a chunk is collected at the first tick after py-spy wrote it: it covers the CHUNK_S before
+                        "span": (ch[0][0] - CHUNK_S - 0.5, ch[-1][0] - 0.5) if wait is not None else None}
+        spans = [v["span"] for v in out.values() if v["span"]]
+        if spans:
+            # one span for every rank (each rank's chunks end within a tick or two of the others'), so that
+            # the busy shares compared are over the same seconds as the samples compared
+            a = statistics.median(s[0] for s in spans)
+            b = min(max(statistics.median(s[1] for s in spans), a + 1.0), now)
+            for key, v in out.items():
+                t = self.ranks[key]
+                v["busy_span"], v["busy_fresh"] = _busy(t.ticks, a, b), _busy(t.ticks, b, now)
+                v["span_s"], v["fresh_s"] = b - a, now - b
         return out
 
     @staticmethod
@@ -100,18 +133,40 @@ class StragglerJudge:
         median(others' busy)` (schedstat) estimate L over the step time (their expectation is exactly L:
         the per-step noise of who arrives last cancels in the difference). The mean of the two halves
         the noise where both see the lag (computing, a CPU cap, a busy core); a lag only the samples see
-        (a rank sleeping outside the collective: starved DataLoader, I/O) counts at half its size."""
+        (a rank sleeping outside the collective: starved DataLoader, I/O) counts at half its size.
+
+        The two are compared over the same seconds: the samples arrive in 10 s chunks, up to 15 s after
+        schedstat's seconds, so over the span the samples cover the lag is the mean of both, and from the
+        span's end to now schedstat's alone; the two parts weighted by their length. Judged otherwise
+        (the last 20 s of schedstat against samples 5-30 s old) a lag that starts is under-estimated for
+        10-20 s and a lag that ends over-estimated as long.
+
+        When no rank's samples show an explicit collective (at most EXPLICIT_WAIT of them, each), the
+        job waits inside backward: DDP all-reduces the gradients in loss.backward() (its reducer's hooks;
+        the last bucket is waited for at the end of backward). The share of samples in backward is then the
+        wait measure: every rank computes the same backward, the others wait there L longer than the
+        straggler, so `median(others' share in backward) - its share` estimates L as the collective's share
+        does. Without it (a recorder that did not count it), the busy share alone judges, at full weight."""
         out = {}
+        explicit = explicit_waits(sh)
+        key = "wait" if explicit else "bwd"
         for k, v in sh.items():
             others = [o for j, o in sh.items() if j != k]
             if not others:
                 continue
-            d_busy = v["busy"] - statistics.median(o["busy"] for o in others)
             ow = [o["wait"] for o in others if o["wait"] is not None]
             if v["wait"] is None or not ow:
                 continue  # too few samples yet: no straggler is named on schedstat alone
-            d_wait = statistics.median(ow) - v["wait"]
-            out[k] = (d_busy + d_wait) / 2
+            if not explicit and (v["bwd"] is None or any(o["bwd"] is None for o in others)):
+                out[k] = v["busy"] - statistics.median(o["busy"] for o in others)
+                continue
+            d_wait = statistics.median(o[key] for o in others if o[key] is not None) - v[key]
+            if "busy_span" not in v:
+                out[k] = (v["busy"] - statistics.median(o["busy"] for o in others) + d_wait) / 2
+                continue
+            d_span = v["busy_span"] - statistics.median(o["busy_span"] for o in others)
+            d_fresh = v["busy_fresh"] - statistics.median(o["busy_fresh"] for o in others)
+            out[k] = ((d_span + d_wait) / 2 * v["span_s"] + d_fresh * v["fresh_s"]) / (v["span_s"] + v["fresh_s"])
         return out
 
     def _judge_straggler(self, now: float) -> list[dict[str, Any]]:
@@ -134,18 +189,40 @@ class StragglerJudge:
             self.straggler = None
             self._strag_seen.clear()
             return [self._event("recovered", [self.ranks[k0]], now, detail="no longer keeps the others waiting")]
-        self._strag_seen.append((now, key if lag[key] >= self.strag_lag else None, lag[key]))
+        # the lag in excess of EXCESS_K accumulated while the same rank lags the most (a CUSUM): a large lag
+        # is named sooner than a small one, and a lag that dips under 10 % for a judgement or two (the
+        # samples of one chunk) keeps what it accumulated, where the 40 s rule starts again
+        prev = self._strag_seen[-1] if self._strag_seen else None
+        dt = min(now - prev[0], 2 * STRAGGLER_EVERY_S) if prev else STRAGGLER_EVERY_S
+        carried = prev[3] if prev and prev[4] == key else 0.0
+        excess = max(0.0, carried + dt * (lag[key] - EXCESS_K))
+        since = prev[5] if carried > 0 and excess > 0 else now  # when this run of excess began
+        self._strag_seen.append((now, key if lag[key] >= self.strag_lag else None, lag[key], excess, key, since))
         # keep one judgement at or before the start of the persistence span (judgements come every 5-6 s)
         while len(self._strag_seen) > 1 and self._strag_seen[1][0] <= now - self.strag_persist:
             self._strag_seen.popleft()
         seen = list(self._strag_seen)
-        if seen[0][0] > now - self.strag_persist or {s[1] for s in seen} != {key}:
+        if seen[0][0] <= now - self.strag_persist and {s[1] for s in seen} == {key}:
+            pass  # lagging at every judgement for STRAGGLER_PERSIST_S
+        elif excess >= EXCESS_H and now - since >= EXCESS_MIN_S and lag[key] >= self.strag_lag:
+            seen = [s for s in seen if s[0] >= since]
+        else:
             return []
         t = self.ranks[key]
         v = sh[key]
         others = [o for k, o in sh.items() if k != key]
         med_wait = statistics.median(o["wait"] for o in others if o["wait"] is not None)
-        ratio = (1 - v["wait"]) / max(1 - med_wait, 1e-6)
+        # a ratio against a median part under MIN_PART of the step says nothing a person can use (the others
+        # only wait: 1000000×); the share of the step they wait says it
+        if explicit_waits(sh):
+            own = 1 - med_wait
+            ratio = (1 - v["wait"]) / own if own >= MIN_PART else None
+            part = f"its own part {ratio:.2f}× the median's" if ratio else "the others do little else than wait"
+        else:  # the waits are inside backward (DDP): its own part is its busy time against the others'
+            own = statistics.median(o["busy"] for o in others)
+            ratio = v["busy"] / own if own >= MIN_PART else None
+            part = ((f"its main thread busy {ratio:.2f}× the median's" if ratio else "the others are hardly busy")
+                    + "; the others wait inside backward (DDP)")
         mean_lag = statistics.fmean(s[2] for s in seen)
         # a CPU cap: its cgroup throttled it (cpu.stat); a busy core: it waited for a CPU more than the others
         if v["throttled"] >= 0.05 and v["throttled"] > 2 * statistics.median(o["throttled"] for o in others):
@@ -159,8 +236,8 @@ class StragglerJudge:
         else:
             why = ""
         ev = self._event("straggler", [t], now,
-                         detail=f"the others wait for it {mean_lag:.0%} of every step (its own part {ratio:.2f}× the median's)",
-                         ratio=round(ratio, 3), lag=round(mean_lag, 3), extra_where=self._extra_where(key, now),
+                         detail=f"the others wait for it {mean_lag:.0%} of every step ({part})",
+                         ratio=round(ratio, 3) if ratio else None, lag=round(mean_lag, 3), extra_where=self._extra_where(key, now),
                          cause=why, others_wait=round(med_wait, 3))
         self.straggler = {"_key": key, **ev}
         return [ev]
@@ -238,3 +315,17 @@ class StragglerJudge:
         theirs = [shares(t) for k, t in self.ranks.items() if k != key and not t.gone]
         return max(mine, key=lambda w: mine[w] - (statistics.median(s.get(w, 0.0) for s in theirs) if theirs else 0))
 
+
+
+def explicit_waits(sh: Mapping[tuple, Mapping[str, Any]]) -> bool:
+    """Some rank's samples show it waiting in an explicit collective (not a job whose every wait is
+    inside DDP's backward)."""
+    return any(v["wait"] is not None and v["wait"] > EXPLICIT_WAIT for v in sh.values())
+
+
+def _busy(ticks, a: float, b: float) -> float:
+    """A rank's busy share (ticks' busy ns) from a to b: the ticks nearest inside the interval."""
+    sel = [x for x in ticks if a <= x[0] <= b]
+    if len(sel) < 2 or sel[-1][0] - sel[0][0] < 0.5:
+        return 0.0
+    return min(1.0, (sel[-1][1] - sel[0][1]) / 1e9 / (sel[-1][0] - sel[0][0]))

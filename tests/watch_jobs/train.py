@@ -15,6 +15,12 @@ import torch.distributed as dist
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
+if os.environ.get("TRAIN_DEBUG_SERVER"):  # torch's debug server: watch reads each rank's sequence numbers
+    from torch.distributed.debug import start_debug_server
+    try:
+        start_debug_server(port=int(os.environ["TRAIN_DEBUG_SERVER"]))
+    except ImportError:  # rank 0's HTML frontend needs extra packages; the worker servers are up already
+        pass
 FAULT_FILE = os.environ.get("FAULT_FILE", "")
 SECONDS = float(os.environ.get("TRAIN_SECONDS", "60"))
 WORK = int(os.environ.get("TRAIN_WORK", "6"))  # matmuls per step in augment_batch: the compute to slow down
