@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping
 
 from ddpdoctor.inspect.debugserver import _NoRedirect
+from ddpdoctor.probes import proctable
 
 CHEAP_EVERY_S = 2.0    # pg_status only (NCCL's handler): a few hundred bytes
 FULL_EVERY_S = 30.0    # the CPU recorder's whole buffer, while every rank moves
@@ -311,18 +312,9 @@ def local_url(pid: int, skip_ports: Iterable[int] = (), root: str = "/proc") -> 
             return None
     except OSError:
         return None
-    inodes = set()
-    try:
-        fds = os.listdir(f"{root}/{pid}/fd")
-    except OSError:
+    inodes = proctable.socket_inodes(pid, root)
+    if inodes is None:
         return None
-    for fd in fds[:65536]:
-        try:
-            link = os.readlink(f"{root}/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
     skip = {int(p) for p in skip_ports}
     ports = set()
     try:
