@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from slurmlab import start_or_skip
-from watchlab import SlurmJob, TrainJob, Watch, srun_python
+from watchlab import ROOT, SlurmJob, TrainJob, Watch, srun_python
 
 pytest.importorskip("torch")
 STRAGGLER_GOAL_S = 60.0   # the goal (3 runs: 41-42 s); a test asserts it with room for a loaded CI machine
@@ -57,6 +57,9 @@ def test_two_nodes_healthy_say_nothing_then_the_rate_limited_node_is_named(slurm
         assert job.proc.poll() is None, "watch must leave the job running"
     finally:
         job.close()
+
+
+DDP_JOB = ROOT / "tests" / "watch_jobs" / "ddp_train.py"
 
 
 def test_a_lagging_rank_of_a_ddp_job_is_named_though_its_peers_wait_inside_backward(tmp_path: Path):
