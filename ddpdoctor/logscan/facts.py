@@ -17,6 +17,9 @@ class Fact:
     pattern: str
     trigger: str | tuple[str, ...] = ""
     example: str = ""
+    # lines after the match a person reads with it (a crash handler's backtrace under its signal line): given to
+    # the rules as the value "after" (matcher.py _following)
+    follow: int = 0
 
     def __post_init__(self):
         if not self.trigger:
@@ -135,6 +138,11 @@ FACTS = (
     # call_site: no extra pass over the log.
     Fact("frame", r'File "(?P<file>[^"]+\.py)", line (?P<lineno>\d+), in (?P<func>[\w.<>]+)', trigger='.py", line ',
          example='  File "/home/me/train.py", line 88, in train_step'),
+    # A native crash handler's report (UCX's, loaded in NGC/HPC-X containers: ucs/debug/debug.c
+    # "Caught signal %d (%s)" then "==== backtrace (tid:%7d) ====" and frames "%2d 0x%016lx %s()  %s:%u"): the
+    # signal and the lines under it, whose frames name the library that faulted (native.py).
+    Fact("native_signal", r"Caught signal (?P<sig>\d+) \((?P<name>[^:)]+)", trigger="caught signal", follow=24,
+         example="[09677202c889:5283 :0:5704] Caught signal 7 (Bus error: nonexistent physical address)"),
     # torchrun stopping the rest of the group after one worker failed (elastic/multiprocessing/api.py _close:
     # "Sending process %s closing signal %s"; torch 2.4+ keeps the wording, older logs add "the").
     Fact("stop_sent", r"Sending process (?P<pid>\d+) (?:the )?closing signal (?P<sig>SIG[A-Z]+)", trigger="closing signal sig",

@@ -308,7 +308,10 @@ class Matcher:
         for rule in rules:
             m = rule.regex.search(body)
             if m:
-                found.append((rule, {k: v for k, v in m.groupdict().items() if v is not None}))
+                groups = {k: v for k, v in m.groupdict().items() if v is not None}
+                if rule.fact is not None and rule.fact.follow:
+                    groups["after"] = _following(data, end, rule.fact.follow)
+                found.append((rule, groups))
         if not any(r.failure is not None for r, _ in found):
             found += self._wrapped(data, low, start, end, gates, body, segment)
         return LineMatch(line, text, host, rank, found) if found else None
@@ -401,6 +404,18 @@ def _joined(data: bytes, end: int, body: str) -> str:
         return ""
     text = split_origin(nxt.decode("utf-8", "replace").strip("\r\n"))[0].strip()
     return f"{body.rstrip()} {text}" if text else ""
+
+
+def _following(data: bytes, end: int, n: int, width: int = 300) -> str:
+    """The `n` lines after the line ending at `end` (in this block), each cut to `width` characters."""
+    out = []
+    pos = end + 1
+    while len(out) < n and pos < len(data):
+        nl = data.find(b"\n", pos)
+        nl = len(data) if nl == -1 else nl
+        out.append(data[pos:min(nl, pos + width)].decode("utf-8", "replace").strip("\r"))
+        pos = nl + 1
+    return "\n".join(out)
 
 
 def _widen(gate: bytes, triggers: list[bytes]) -> bytes:

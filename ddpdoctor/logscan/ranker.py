@@ -30,6 +30,7 @@ from typing import Iterable
 
 from ddpdoctor.catalog.model import CAUSE, CLUE, CONSEQUENCE, FailureMode
 from ddpdoctor.logscan.differential import Caps, differential
+from ddpdoctor.logscan.native import sigbus_in_nccl
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.matcher import split_origin
 from ddpdoctor.logscan.rules import (cross_line_rules, deepspeed_teardown, driver_older_than_build, explained_hits,
@@ -219,6 +220,7 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     cut_traceback_rule(col, add)
     caps = Caps()  # generic symptoms: their differential, and a low cap when the log does not decide
     differential(col, add, caps)
+    sigbus_in_nccl(col, add, caps)
     lookup_warning_only(col, caps)
 
     out: list[Diagnosis] = []
