@@ -102,3 +102,18 @@ def test_library_frames_are_not_the_jobs_code():
                 "/workspace/pypacks/accelerate/state.py", "<frozen runpy>",
                 "C:\\Python311\\lib\\site-packages\\torch\\distributed\\run.py"):
         assert not is_user_frame(lib), lib
+
+
+def test_tracebacks_after_the_launcher_forwarded_ctrl_c_are_the_teardown_not_the_jobs_error():
+    # torch elastic's agent stops its workers with the signal it received (agent/server/api.py): SIGINT is Ctrl-C,
+    # often pressed on a hang; the workers' KeyboardInterrupt tracebacks that follow are not a user-code exception
+    log = "\n".join([
+        "WARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting down workers",
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4797 closing signal SIGINT",
+        "Traceback (most recent call last):",
+        '  File "main.py", line 84, in <module>',
+        "    main()",
+        '  File "main.py", line 60, in main',
+        "    loss = train_step(batch)",
+    ])
+    assert "USER_CODE_EXCEPTION" not in [d.failure.id for d in explain(log).diagnoses]

@@ -115,7 +115,7 @@ class Collector:
         if name == "exception":
             self.user.exception(groups, Evidence(lm.line, lm.text, lm.host, lm.rank), explained)
         elif name == "stop_sent":
-            self.user.stop(Evidence(lm.line, lm.text, lm.host, lm.rank))
+            self.user.stop(Evidence(lm.line, lm.text, lm.host, lm.rank), groups.get("sig", ""))
         if name in ("exception", "torchrun_failed", "traceback"):
             self.failed = True
         if name == "root_cause":

@@ -87,6 +87,11 @@ class Tracker:
     _into_setup: set = field(default_factory=set)   # writers whose open traceback reached torch's set-up code
     stops: int = 0              # "Sending process N closing signal SIGTERM"
     stop_ev: Evidence | None = None
+    # line where the launcher forwarded SIGINT to its workers: torch elastic's agent stops its workers with the
+    # signal it received itself (agent/server/api.py run: SignalException -> "Received %s death signal, shutting
+    # down workers", _shutdown(e.sigval)) and with SIGTERM when a worker failed, so SIGINT means someone pressed
+    # Ctrl-C (often on a hang); the KeyboardInterrupt tracebacks that follow are the teardown, not the job's error
+    interrupted: int | None = None
     last_frame: dict[tuple, Frame] = field(default_factory=dict)   # writer -> last frame not yet followed by its error
 
     def frame(self, groups: dict, ev: Evidence) -> None:
@@ -118,7 +123,9 @@ class Tracker:
             return
         self.raised.append(Raised(exc, msg, ev, frame))
 
-    def stop(self, ev: Evidence) -> None:
+    def stop(self, ev: Evidence, sig: str = "") -> None:
+        if sig == "SIGINT" and self.interrupted is None:
+            self.interrupted = ev.line
         self.stops += 1
         if self.stop_ev is None:
             self.stop_ev = ev
@@ -144,9 +151,12 @@ def user_code_rule(col, add, root_rank: int | None = None) -> None:
     any_signal = any(s.role != CLUE for s in sigs)
     stopped = f"; the launcher then stopped {t.stops} other worker{'s' if t.stops != 1 else ''} (SIGTERM)" \
         if t.stops else ""
-    if t.raised:
+    cut = t.interrupted if t.interrupted is not None else float("inf")   # after it: the teardown's tracebacks
+    raised = [r for r in t.raised if r.ev.line < cut]
+    open_tb = {k: f for k, f in t.open_tb.items() if f.ev.line < cut}
+    if raised:
         # torchrun's summary names the first failing rank: its exception first, else the first in the log
-        pick = next((r for r in t.raised if root_rank is not None and r.ev.rank == root_rank), t.raised[0])
+        pick = next((r for r in raised if root_rank is not None and r.ev.rank == root_rank), raised[0])
         msg = f": {pick.msg[:160]}" if pick.msg else ""
         evs = [pick.ev] + ([pick.frame.ev] if pick.frame else []) + ([t.stop_ev] if t.stop_ev else [])
         if pick.frame is not None:
@@ -157,8 +167,8 @@ def user_code_rule(col, add, root_rank: int | None = None) -> None:
             add(ID, 0.45, f"low confidence: {_who(pick.ev)} raised {pick.exc}{msg}, and no frame of the job's own "
                           f"code is in the log to say where{stopped}; the full traceback of that rank decides", evs)
         return
-    if t.open_tb and not any_signal:   # a traceback cut before its last line: its last frame names the place
-        key, f = min(t.open_tb.items(), key=lambda kv: kv[1].ev.line)
+    if open_tb and not any_signal:   # a traceback cut before its last line: its last frame names the place
+        key, f = min(open_tb.items(), key=lambda kv: kv[1].ev.line)
         add(ID, 0.4, f"low confidence: {_who(f.ev)}'s traceback is cut before its exception line; its last frame in "
                      f"the job's code is {_where(f)}{stopped}. The traceback's last line decides", [f.ev])
 
