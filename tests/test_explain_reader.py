@@ -227,6 +227,7 @@ def test_threaded_gate_passes_find_what_one_thread_finds(monkeypatch):
     ("(RayTrainWorker pid=4242) RuntimeError: boom", None, None),
     ("RuntimeError: boom", None, None),
     ("main.py: error: unrecognized arguments: --local-rank=0", None, None),
+    ("libtorch_cuda.so: undefined symbol: ncclCommRegister", None, None),   # the dynamic loader's prefix
     ("[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout", None, 1),
 ])
 def test_origin_of_a_line_comes_from_its_prefix_or_message(line, host, rank):
@@ -265,3 +266,23 @@ def test_what_a_person_skips_before_a_line_is_stripped():
     assert split_origin("[80746] [rank0]:[E321 02:07:08] x") == ("[E321 02:07:08] x", None, 0)
     assert split_origin("stderr: ERROR:torch x")[0] == "ERROR:torch x"                     # accelerate's test runner
     assert split_origin("trainer/0 [1]:[W socket.cpp:558] x") == ("[W socket.cpp:558] x", None, 1)  # torchx
+
+
+def test_a_line_copied_out_of_a_url_is_read_decoded():
+    # spaces as %20 (a search link, a prefilled issue title): decoded when %20 outnumbers plain spaces
+    d = top(b"import error\n\nlibtorch_cuda.so:%20undefined%20symbol:%20ncclCommRegister\n")
+    assert d.failure.id == "NCCL_LIBRARY_CONFLICT" and d.evidence[0].line == 3
+    assert d.evidence[0].text == "libtorch_cuda.so: undefined symbol: ncclCommRegister"
+
+
+def test_one_percent_escape_in_an_ordinary_line_is_left_alone_and_newline_escapes_keep_the_numbering():
+    data = b"saving to /data/my%20run/ckpt and /data/my%20run/log now\n" + SHM + b"\n"
+    d = top(data)
+    assert d.failure.id == "NCCL_SHM_TOO_SMALL" and d.evidence[0].line == 2
+    blk = next(blocks(io.BytesIO(b"a%20b%0Ac%20d\nnext\n")))
+    assert blk.data == b"a b c d\nnext\n"
+
+
+def test_percent_decoding_is_linear_in_a_hostile_line():
+    data = b"x" * (2 << 20) + b"%20" + b"y" * (2 << 20) + b"\n"   # one escape in a 4 MB line: left alone
+    assert b"".join(b.data for b in blocks(io.BytesIO(data))) == data
