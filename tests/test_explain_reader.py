@@ -286,3 +286,12 @@ def test_one_percent_escape_in_an_ordinary_line_is_left_alone_and_newline_escape
 def test_percent_decoding_is_linear_in_a_hostile_line():
     data = b"x" * (2 << 20) + b"%20" + b"y" * (2 << 20) + b"\n"   # one escape in a 4 MB line: left alone
     assert b"".join(b.data for b in blocks(io.BytesIO(data))) == data
+
+
+def test_the_escape_finder_agrees_with_memmem(monkeypatch):
+    from ddpdoctor.logscan import gatefind
+    with_ac = gatefind.literal_finder(b"%20")
+    monkeypatch.setenv("DDPDOCTOR_NO_AHOCORASICK", "1")
+    without = gatefind.literal_finder(b"%20")
+    for data in (b"", b"45%|####", b"a%20b", b"x" * 100000 + b"%2", b"%20" + b"y" * 100000):
+        assert with_ac(data) == without(data) == (b"%20" in data)

@@ -15,6 +15,8 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
+from ddpdoctor.logscan.gatefind import FIND, _bytes_find, literal_finder
+
 CHUNK = 4 << 20
 
 # CSI sequences (colours, cursor moves), OSC sequences (titles, hyperlinks) and two-byte escapes.
@@ -171,6 +173,7 @@ def blocks(stream: BinaryIO, chunk: int = CHUNK) -> Iterator[Block]:
 # A person reads it decoded; only lines where %20 outnumbers plain spaces (a log line with one `%20` in a path
 # stays as it is), and a newline, CR or NUL escape becomes a space (the line numbering must not change).
 _ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
+_HAS_ESCAPE = literal_finder(b"%20")
 
 
 def _unescape(m: re.Match) -> bytes:
@@ -178,10 +181,10 @@ def _unescape(m: re.Match) -> bytes:
     return b" " if b in (b"\n", b"\r", b"\x00") else b
 
 
-def _url_decoded(data: bytes) -> bytes:
+def _url_decoded(data: bytes, find=_bytes_find) -> bytes:
     """`data` with each line that holds two or more `%20` and more of them than spaces percent-decoded (bytes.find: linear in the block)."""
     out, done = [], 0
-    pos = data.find(b"%20")
+    pos = find(data, b"%20", 0)
     while pos != -1:
         start = data.rfind(b"\n", 0, pos) + 1
         end = data.find(b"\n", pos)
@@ -190,7 +193,7 @@ def _url_decoded(data: bytes) -> bytes:
         if line.count(b"%20") > max(1, line.count(b" ")):
             out += [data[done:start], _ESCAPE.sub(_unescape, line)]
             done = end
-        pos = data.find(b"%20", end)
+        pos = find(data, b"%20", end)
     return b"".join(out) + data[done:] if out else data
 
 
@@ -198,6 +201,6 @@ def _clean(block: Block) -> Block:
     block.size = len(block.data)
     if b"\x1b" in block.data:
         block.data = ANSI_RE.sub(b"", block.data)
-    if b"%20" in block.data:
-        block.data = _url_decoded(block.data)
+    if _HAS_ESCAPE(block.data):   # not `in`: that costs as much as the block's lower() (gatefind.literal_finder)
+        block.data = _url_decoded(block.data, FIND)
     return block
