@@ -2,9 +2,9 @@
 
 * SIGBUS in NCCL's code -> NCCL_SHM_TOO_SMALL. NCCL's only file-backed shared mappings are its /dev/shm segments:
   NCCL 2.12.7 .. 2.18.x create them with ftruncate(2) and mmap(MAP_SHARED) (src/misc/shmutils.cc ncclShmOpen;
-  2.4 .. 2.11 posix_fallocate first, 2.19.1+ fallocate(2)). A sparse tmpfs file that /dev/shm cannot back raises
-  SIGBUS at the first touch of a page (mmap(2), "SIGBUS: access to a portion of the buffer that does not
-  correspond to the file"), in NCCL's thread, with no NCCL error line. The DataLoader's shm traffic is not
+  2.4 .. 2.11 posix_fallocate first, 2.19.1+ fallocate(2)). A page of a sparse tmpfs file that /dev/shm has no room
+  for faults with SIGBUS at its first touch (Linux mm/shmem.c shmem_fault: the -ENOSPC of the page allocation becomes
+  VM_FAULT_SIGBUS), in NCCL's thread, with no NCCL error line. The DataLoader's shm traffic is not
   in NCCL's frames, so its exit code -7 lines are then NCCL's SIGBUS, not the DataLoader's (capped).
 """
 from __future__ import annotations
