@@ -1,4 +1,4 @@
-"""Helpers for `ddpdoctor watch`'s tests on REAL torchrun + Gloo jobs (tests/watch_jobs/train.py).
+"""Helpers for `ddpdoctor watch`'s tests on REAL torchrun + Gloo jobs (tests/watch_jobs/train.py, data.py).
 
 A job runs in a session of its own; faults are injected from outside it (SIGSTOP, SIGKILL, a cgroup v1
 CPU cap) or by writing its FAULT_FILE (the job then sleeps, calls another collective, or its
@@ -18,12 +18,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "tests" / "watch_jobs" / "train.py"
-SRC = JOB.read_text().splitlines()
+DATA = JOB.parent / "data.py"  # what train.py and ddp_train.py share: the DataLoader's Data, augment_batch
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
 
 
-def line_of(marker: str) -> int:
-    return next(i + 1 for i, s in enumerate(SRC) if s.rstrip().endswith(f"# {marker}"))
+def line_of(marker: str, src: Path = JOB) -> int:
+    return next(i + 1 for i, s in enumerate(src.read_text().splitlines()) if s.rstrip().endswith(f"# {marker}"))
 
 
 def tree(root: int) -> set[int]:

@@ -6,12 +6,16 @@ more every step (a wall-clock spin of matmuls, measured against the step time be
 
 Each step: a batch from a DataLoader (one worker process per rank), forward/backward of a small MLP,
 the gradients all-reduced explicitly (as DDP does, in one bucket), an SGD step. Runs TRAIN_SECONDS.
+The fault file's reader, the Dataset (`loader`) and augment_batch (`slow`, `lag`) are in data.py, shared
+with ddp_train.py.
 """
 import os
 import time
 
 import torch
 import torch.distributed as dist
+
+from data import Data, augment_batch, fault  # beside this file: the fault file, the data, the compute
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -21,44 +25,9 @@ if os.environ.get("TRAIN_DEBUG_SERVER"):  # torch's debug server: watch reads ea
         start_debug_server(port=int(os.environ["TRAIN_DEBUG_SERVER"]))
     except ImportError:  # rank 0's HTML frontend needs extra packages; the worker servers are up already
         pass
-FAULT_FILE = os.environ.get("FAULT_FILE", "")
 SECONDS = float(os.environ.get("TRAIN_SECONDS", "60"))
-WORK = int(os.environ.get("TRAIN_WORK", "6"))  # matmuls per step in augment_batch: the compute to slow down
 DEVICE_S = float(os.environ.get("TRAIN_DEVICE_S", "0.03"))  # a blocked phase per step, as a GPU kernel's wait
 torch.manual_seed(rank)
-
-
-def fault():
-    try:
-        with open(FAULT_FILE) as f:
-            parts = f.read().strip().split(":")
-    except OSError:
-        return None, None, 1.0
-    if len(parts) < 2:  # being written
-        return None, None, 1.0
-    return parts[0], int(parts[1]), float(parts[2]) if len(parts) > 2 else 1.0
-
-
-class Data(torch.utils.data.Dataset):
-    def __len__(self):
-        return 1 << 30
-
-    def __getitem__(self, i):
-        kind, who, _ = fault()
-        if kind == "loader" and who == int(os.environ["RANK"]):
-            time.sleep(3600)  # LINE_LOADER
-        return torch.randn(64)
-
-
-def augment_batch(x, factor, extra_s=0.0):
-    w = torch.ones(256, 256) / 256
-    y = x.repeat(1, 4)
-    for _ in range(int(WORK * factor)):
-        y = torch.tanh(y @ w)  # LINE_AUGMENT
-    spin_end = time.monotonic() + extra_s
-    while time.monotonic() < spin_end:
-        y = torch.tanh(y @ w)  # LINE_LAG
-    return y[:, :64]
 
 
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
