@@ -1,0 +1,186 @@
+"""probes/workerserver.py: where each rank's torch debug server listens, found without importing torch —
+from /proc, and from the job's real TCPStore (torch's own server, started here) over a plain socket."""
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ddpdoctor.probes import workerserver
+from ports import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class R:
+    def __init__(self, rank: int, pid: int, port: int | None = None, world: int = 2):
+        self.rank, self.pid, self.world_size = rank, pid, world
+        self.env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(world)} if port else {}
+
+
+@pytest.fixture
+def store():
+    """torch's own TCPStore server, as torchrun's agent (or rank 0) runs it for the job."""
+    torch = pytest.importorskip("torch")
+    port = free_port()
+    s = torch.distributed.TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=5))
+    yield port, s
+
+
+def _no_torch(code: str) -> str:
+    """Run `code` in a fresh interpreter and fail if it imported torch; its stdout."""
+    p = subprocess.run([sys.executable, "-c", code + "\nimport sys\nassert 'torch' not in sys.modules, 'torch imported'"],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_the_urls_start_debug_server_registered_are_read_from_the_real_store_without_torch(store):
+    port, s = store
+    s.set("debug_server/rank0", "http://node1:40123")       # what start_debug_server() writes
+    s.set("debug_server/rank1", "file:///etc/passwd")        # not an http URL: never asked
+    s.set("other/rank2", "http://node3:1")                   # another prefix: not ours
+    out = _no_torch("from ddpdoctor.probes import workerserver as w\n"
+                    f"print(w.store_urls('127.0.0.1', {port}, [0, 1, 2, 3], 2.0))")
+    assert out.strip() == "{0: 'http://node1:40123'}"
+    assert s.get("debug_server/rank0") == b"http://node1:40123" and not s.check(["debug_server/rank3"])  # nothing written
+
+
+def test_a_store_that_speaks_another_protocol_is_told_apart_and_a_silent_one_times_out():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    held = []
+
+    def serve(answer: bytes | None):
+        c, _ = srv.accept()
+        held.append(c)
+        c.recv(64)
+        if answer is not None:
+            c.sendall(answer)
+    try:
+        threading.Thread(target=serve, args=(b"HTTP/1.1 400 Bad Request\r\n\r\n",), daemon=True).start()
+        with pytest.raises(workerserver.StoreProtocolError):
+            workerserver.store_get("127.0.0.1", port, ["debug_server/rank0"], 2.0)
+        threading.Thread(target=serve, args=(None,), daemon=True).start()
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            workerserver.store_get("127.0.0.1", port, ["debug_server/rank0"], 0.5)
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        for c in held:
+            c.close()
+        srv.close()
+
+
+def test_no_pt_workerserver_thread_says_what_was_looked_for_and_never_touches_the_store():
+    """The job's code calls start_debug_server in every rank or in none: no thread, no server, no store read."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    srv.settimeout(0.2)
+    try:
+        found = workerserver.find([R(0, os.getpid(), srv.getsockname()[1])], world=True)
+        assert found.urls == {} and found.serving == [] and found.store == ""
+        assert found.why == f"no rank runs torch's debug server: no thread named pt_workerserver in rank 0 (pid {os.getpid()})"
+        with pytest.raises(socket.timeout):
+            srv.accept()  # nobody connected
+    finally:
+        srv.close()
+    assert "start_debug_server()" in workerserver.START_HELP and "tabulate" in workerserver.START_HELP
+
+
+def test_a_thread_named_pt_workerserver_is_a_server(tmp_path):
+    proc = tmp_path / "proc" / "7" / "task" / "8"
+    proc.mkdir(parents=True)
+    (proc / "comm").write_text("pt_workerserver\n")
+    assert workerserver.has_debug_server(7, root=str(tmp_path / "proc"))
+    assert not workerserver.has_debug_server(os.getpid())
+
+
+def _rank_like(*binds, thread: bool = True):
+    """A real process that looks like a rank from outside: a thread named pt_workerserver (as
+    WorkerServer.cpp names its own) and listeners where torch's ranks have them, each on port 0."""
+    code = ("import socket,threading,time,ctypes\n"
+            "def named():\n"
+            "    ctypes.CDLL(None).prctl(15, b'pt_workerserver', 0, 0, 0)\n"   # PR_SET_NAME
+            "    time.sleep(60)\n"
+            + ("threading.Thread(target=named, daemon=True).start()\n" if thread else "")
+            + "for fam, addr in " + repr(list(binds)) + ":\n"
+            "    s = socket.socket(getattr(socket, fam)); s.bind((addr, 0)); s.listen(); globals().setdefault('k', []).append(s)\n"
+            "    print(s.getsockname()[1], flush=True)\n"
+            "time.sleep(0.3)\nprint('up', flush=True)\ntime.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    ports = [int(p.stdout.readline()) for _ in binds]
+    assert p.stdout.readline().strip() == "up"
+    return p, ports
+
+
+def test_the_worker_servers_port_is_the_ranks_one_ipv6_wildcard_listener():
+    """start_debug_server binds ("::", 0); Gloo and NCCL bind an interface's address, the store MASTER_PORT."""
+    p, (ws, gloo, store) = _rank_like(("AF_INET6", "::"), ("AF_INET", "127.0.0.1"), ("AF_INET6", "::"))
+    try:
+        assert workerserver.local_url(p.pid, skip_ports=[store]) == f"http://127.0.0.1:{ws}"
+        assert workerserver.local_url(p.pid) is None  # two candidates: ambiguous, the store decides
+        found = workerserver.find([R(0, p.pid, store)])
+        assert found.urls == {0: f"http://127.0.0.1:{ws}"} and found.store == "" and found.why == ""
+    finally:
+        p.kill()
+        p.wait()
+    assert workerserver.local_url(p.pid) is None  # gone
+
+
+def test_what_proc_leaves_ambiguous_comes_from_the_store_and_other_nodes_ranks_with_world(store):
+    port, s = store
+    p, (a, b) = _rank_like(("AF_INET6", "::"), ("AF_INET6", "::"))   # two wildcard listeners: /proc cannot tell
+    s.set("debug_server/rank0", f"http://127.0.0.1:{b}")
+    s.set("debug_server/rank1", "http://node2:5555")                 # rank 1 runs on another node
+    try:
+        found = workerserver.find([R(0, p.pid, port)])
+        assert found.urls == {0: f"http://127.0.0.1:{b}"} and found.store == f"127.0.0.1:{port}"
+        found = workerserver.find([R(0, p.pid, port)], world=True)
+        assert found.urls == {0: f"http://127.0.0.1:{b}", 1: "http://node2:5555"}
+        s.delete_key("debug_server/rank0")
+        found = workerserver.find([R(0, p.pid, port)])
+        assert found.urls == {} and found.why == (
+            "rank 0 runs torch's debug server (a pt_workerserver thread) but /proc shows no single listener of it "
+            f"on [::], and the job's store at 127.0.0.1:{port} holds no debug_server/rank<N> for it")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_store_that_cannot_be_reached_is_one_line():
+    p, _ = _rank_like(("AF_INET6", "::"), ("AF_INET6", "::"))
+    port = free_port()  # nothing listens there
+    try:
+        found = workerserver.find([R(0, p.pid, port)], timeout=1.0)
+        assert found.urls == {} and "\n" not in found.why
+        assert found.why.startswith("rank 0 runs torch's debug server") and f"store at 127.0.0.1:{port} could not be read" in found.why
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_rank_in_another_network_namespace_is_not_reached_through_our_loopback():
+    import shutil
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a network namespace of its own")
+    code = "import socket,time\ns=socket.socket(socket.AF_INET6); s.bind(('::',0)); s.listen(); print(1, flush=True); time.sleep(60)"
+    p = subprocess.Popen(["unshare", "--net", sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "1"
+        pid = next(int(c) for c in open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()) \
+            if open(f"/proc/{p.pid}/comm").read().strip() == "unshare" else p.pid
+        assert workerserver.local_url(pid) is None
+    finally:
+        p.kill()
+        p.wait()
