@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from watchlab import DATA, CpuCap, TrainJob, Watch, cgroup_v1_cpu, line_of
+from watchlab import DATA, CpuCap, TrainJob, Watch, cgroup_v1_cpu, killed_after, line_of
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.lab  # real torchrun jobs: slow, deselected by -m "not lab"
@@ -22,15 +22,8 @@ HANG_GOAL_S = 15.0
 
 @pytest.fixture
 def job(tmp_path):
-    jobs = []
-
-    def start(**kw):
-        j = TrainJob(tmp_path, **kw)
-        jobs.append(j)
-        return j
-    yield start
-    for j in jobs:
-        j.kill()
+    with killed_after(lambda **kw: TrainJob(tmp_path, **kw)) as start:
+        yield start
 
 
 def only(w: Watch, *kinds):

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ports import free_port
-from watchlab import TrainJob, Watch, line_of
+from watchlab import TrainJob, Watch, killed_after, line_of
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.lab
@@ -18,15 +18,10 @@ HANG_GOAL_S = 15.0
 
 @pytest.fixture
 def job(tmp_path):
-    jobs = []
-
-    def start(**kw):
-        j = TrainJob(tmp_path, env={"TRAIN_DEBUG_SERVER": str(free_port()), "TORCH_FR_BUFFER_SIZE": "2000"}, **kw)
-        jobs.append(j)
-        return j
-    yield start
-    for j in jobs:
-        j.kill()
+    def make(**kw):  # a port of its own for rank 0's web page, each job
+        return TrainJob(tmp_path, env={"TRAIN_DEBUG_SERVER": str(free_port()), "TORCH_FR_BUFFER_SIZE": "2000"}, **kw)
+    with killed_after(make) as start:
+        yield start
 
 
 def test_healthy_loop_then_a_sleeping_rank_is_named_from_its_sequence_number(job):

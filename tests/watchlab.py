@@ -7,8 +7,10 @@ line as it arrives, so a test measures the time from injection to verdict.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +26,34 @@ CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
 
 def line_of(marker: str, src: Path = JOB) -> int:
     return next(i + 1 for i, s in enumerate(src.read_text().splitlines()) if s.rstrip().endswith(f"# {marker}"))
+
+
+@contextlib.contextmanager
+def killed_after(make):
+    """`start(**kw)` -> make(**kw), every job it started killed at the end: the body of each watch lab test's
+    `job` fixture (`with killed_after(lambda **kw: TrainJob(tmp_path, **kw)) as start: yield start`)."""
+    jobs = []
+
+    def start(**kw):
+        jobs.append(make(**kw))
+        return jobs[-1]
+    try:
+        yield start
+    finally:
+        for j in jobs:
+            j.kill()
+
+
+def fake_libcuda(tmp_path_factory) -> Path:
+    """tests/gpu_jobs/fake_libcuda.c built as a libcuda.so.1 (it spins in cuStreamSynchronize as the driver
+    does): the one boundary this machine cannot provide, for watch's GPU-wait tests."""
+    import pytest
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is needed to build the stand-in libcuda.so.1")
+    out = tmp_path_factory.mktemp("fakecuda") / "libcuda.so.1"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(out), str(ROOT / "tests" / "gpu_jobs" / "fake_libcuda.c")],
+                   check=True, timeout=120)
+    return out
 
 
 def tree(root: int) -> set[int]:

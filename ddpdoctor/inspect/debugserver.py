@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
@@ -26,15 +25,10 @@ from ddpdoctor.probes import workerserver
 MAX_BYTES = 256 << 20    # a 20k-entry buffer is a few MB
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *a, **kw):  # a worker server never redirects; anything that does is not one
-        return None
-
-
 def fetch(url: str, endpoint: str, timeout: float) -> bytes:
-    opener = urllib.request.build_opener(_NoRedirect)
+    import urllib.request
     req = urllib.request.Request(f"{url}/handler/{endpoint}", data=b"", method="POST")
-    with opener.open(req, timeout=timeout) as resp:
+    with workerserver.http_opener().open(req, timeout=timeout) as resp:
         body = resp.read(MAX_BYTES + 1)
     if len(body) > MAX_BYTES:
         raise ValueError(f"more than {MAX_BYTES >> 20} MiB")

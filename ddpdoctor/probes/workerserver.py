@@ -26,8 +26,8 @@ for a key CHECK found (a GET of a missing key would wait in the server).
 """
 from __future__ import annotations
 
+import functools
 import os
-import random
 import socket
 import struct
 import time
@@ -106,6 +106,20 @@ def local_url(pid: int, skip_ports: Iterable[int] = (), root: str = "/proc") -> 
     return f"http://127.0.0.1:{ports.pop()}" if len(ports) == 1 else None
 
 
+@functools.cache
+def http_opener():
+    """urllib's opener for the worker servers' plain-HTTP handlers, redirects refused (a worker server never
+    redirects; anything that does is not one). Built on first use: urllib.request pulls in http.client, email
+    and ssl (libssl, libcrypto), ≈7 MiB of RSS that watch would otherwise hold for every job, debug server or
+    not (measured: docs/watch.md, benchmarks/bench_watch_memory.py)."""
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **kw):
+            return None
+    return urllib.request.build_opener(NoRedirect)
+
+
 # ----------------------------------------------------------------------------- the job's store, no torch
 
 def _recv(sock: socket.socket, n: int, end: float) -> bytes:
@@ -132,7 +146,7 @@ def store_get(host: str, port: int, keys: list[str], timeout: float) -> dict[str
     Raises OSError/TimeoutError (unreachable, slow) or StoreProtocolError (not the protocol we know)."""
     end = time.monotonic() + timeout
     with socket.create_connection((host, port), timeout=timeout) as s:
-        nonce = random.randrange(1 << 32)
+        nonce = int.from_bytes(os.urandom(4), "little")
         s.sendall(bytes([_VALIDATE]) + struct.pack("<I", _MAGIC) + bytes([_PING]) + struct.pack("<I", nonce))
         if struct.unpack("<I", _recv(s, 4, end))[0] != nonce:
             raise StoreProtocolError("the store did not echo the ping")

@@ -36,12 +36,9 @@ import os
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping
 
-from ddpdoctor.inspect.debugserver import _NoRedirect
 from ddpdoctor.probes import workerserver
 
 CHEAP_EVERY_S = 2.0    # pg_status only (NCCL's handler): a few hundred bytes
@@ -57,16 +54,14 @@ CPU_EP = "fr_trace_json"
 SEQ_MAX = 1 << 62
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)  # a worker server never redirects
-
-
 def post(url: str, endpoint: str, query: str = "", *, timeout: float = TIMEOUT_S, cap: int = CHEAP_MAX) -> bytes:
     """POST <url>/handler/<endpoint>?<query>; the body, or an exception. The whole answer within `timeout`
     (a server that trickles bytes is cut off), at most `cap` bytes, status 200 only."""
+    import urllib.request  # on first use only: http.client and ssl are ≈7 MiB (workerserver.http_opener)
     full = f"{url}/handler/{endpoint}" + (f"?{query}" if query else "")
     req = urllib.request.Request(full, data=b"", method="POST")
     end = time.monotonic() + timeout
-    with _OPENER.open(req, timeout=timeout) as resp:
+    with workerserver.http_opener().open(req, timeout=timeout) as resp:
         if resp.status != 200:
             raise ValueError(f"HTTP {resp.status}")
         chunks, n = [], 0
@@ -286,10 +281,11 @@ class SeqFeed:
             r.last = res
 
     def _read(self, r: _Rank, now: float, dense: bool) -> dict[str, dict[str, Any]]:
+        from urllib.error import HTTPError
         if r.mode in (None, NCCL_EP):
             try:
                 pgs = parse_body(post(r.url, NCCL_EP, "includecollectives=false"))
-            except urllib.error.HTTPError as e:
+            except HTTPError as e:
                 if e.code != 404 or r.mode == NCCL_EP:  # 404: a CPU build has no NCCL recorder handler
                     raise
                 pgs = {}
