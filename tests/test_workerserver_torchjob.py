@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ddpdoctor.probes import workerserver
-from ports import free_port
+from ports import free_port, rank_standin
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,27 +106,9 @@ def test_a_thread_named_pt_workerserver_is_a_server(tmp_path):
     assert not workerserver.has_debug_server(os.getpid())
 
 
-def _rank_like(*binds, thread: bool = True):
-    """A real process that looks like a rank from outside: a thread named pt_workerserver (as
-    WorkerServer.cpp names its own) and listeners where torch's ranks have them, each on port 0."""
-    code = ("import socket,threading,time,ctypes\n"
-            "def named():\n"
-            "    ctypes.CDLL(None).prctl(15, b'pt_workerserver', 0, 0, 0)\n"   # PR_SET_NAME
-            "    time.sleep(60)\n"
-            + ("threading.Thread(target=named, daemon=True).start()\n" if thread else "")
-            + "for fam, addr in " + repr(list(binds)) + ":\n"
-            "    s = socket.socket(getattr(socket, fam)); s.bind((addr, 0)); s.listen(); globals().setdefault('k', []).append(s)\n"
-            "    print(s.getsockname()[1], flush=True)\n"
-            "time.sleep(0.3)\nprint('up', flush=True)\ntime.sleep(60)\n")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    ports = [int(p.stdout.readline()) for _ in binds]
-    assert p.stdout.readline().strip() == "up"
-    return p, ports
-
-
 def test_the_worker_servers_port_is_the_ranks_one_ipv6_wildcard_listener():
     """start_debug_server binds ("::", 0); Gloo and NCCL bind an interface's address, the store MASTER_PORT."""
-    p, (ws, gloo, store) = _rank_like(("AF_INET6", "::"), ("AF_INET", "127.0.0.1"), ("AF_INET6", "::"))
+    p, (ws, gloo, store) = rank_standin(("AF_INET6", "::"), ("AF_INET", "127.0.0.1"), ("AF_INET6", "::"))
     try:
         assert workerserver.local_url(p.pid, skip_ports=[store]) == f"http://127.0.0.1:{ws}"
         assert workerserver.local_url(p.pid) is None  # two candidates: ambiguous, the store decides
@@ -140,7 +122,7 @@ def test_the_worker_servers_port_is_the_ranks_one_ipv6_wildcard_listener():
 
 def test_what_proc_leaves_ambiguous_comes_from_the_store_and_other_nodes_ranks_with_world(store):
     port, s = store
-    p, (a, b) = _rank_like(("AF_INET6", "::"), ("AF_INET6", "::"))   # two wildcard listeners: /proc cannot tell
+    p, (a, b) = rank_standin(("AF_INET6", "::"), ("AF_INET6", "::"))   # two wildcard listeners: /proc cannot tell
     s.set("debug_server/rank0", f"http://127.0.0.1:{b}")
     s.set("debug_server/rank1", "http://node2:5555")                 # rank 1 runs on another node
     try:
@@ -159,7 +141,7 @@ def test_what_proc_leaves_ambiguous_comes_from_the_store_and_other_nodes_ranks_w
 
 
 def test_a_store_that_cannot_be_reached_is_one_line():
-    p, _ = _rank_like(("AF_INET6", "::"), ("AF_INET6", "::"))
+    p, _ = rank_standin(("AF_INET6", "::"), ("AF_INET6", "::"))
     port = free_port()  # nothing listens there
     try:
         found = workerserver.find([R(0, p.pid, port)], timeout=1.0)
