@@ -1,5 +1,6 @@
 """What tests/watch_jobs/train.py and ddp_train.py share: the fault file they read every step, their data
-(a Dataset whose DataLoader worker can be made to hang) and the per-step compute a fault slows down.
+(a Dataset whose DataLoader worker can be made to hang), the per-step compute a fault slows down, and the
+step clock (the healthy step time a `lag` fault is a fraction of, the progress lines the benchmark reads).
 
 A plain module beside the jobs: torchrun and srun start `python .../train.py`, whose directory is first on
 sys.path, so `import data` finds this file wherever the job is started from. The lines asserted carry
@@ -51,3 +52,25 @@ def augment_batch(x, factor=1.0, extra_s=0.0):
     while time.monotonic() < spin_end:
         y = torch.tanh(y @ w)  # LINE_LAG
     return y[:, :64]
+
+
+def batches():
+    """The batches, from one DataLoader worker process (a `loader` fault hangs it), 4 prefetched."""
+    return iter(torch.utils.data.DataLoader(Data(), batch_size=256, num_workers=1, prefetch_factor=4))
+
+
+class StepClock:
+    """The step count and the healthy step time (a moving average over the steps with no fault), what `lag`
+    is a fraction of; every 20 steps a line `rank R step N at T` (benchmarks/bench_watch.py reads the job's
+    own step time from them)."""
+
+    def __init__(self, rank):
+        self.rank, self.step, self.step_s, self._t = rank, 0, None, time.monotonic()
+
+    def tick(self, faulted):
+        self.step += 1
+        t, self._t = self._t, time.monotonic()
+        if not faulted:
+            self.step_s = (self._t - t) if self.step_s is None else 0.98 * self.step_s + 0.02 * (self._t - t)
+        if self.step % 20 == 0:
+            print(f"rank {self.rank} step {self.step} at {time.monotonic():.1f}", flush=True)

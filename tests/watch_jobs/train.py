@@ -15,7 +15,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from data import Data, augment_batch, fault  # beside this file: the fault file, the data, the compute
+from data import StepClock, augment_batch, batches, fault  # beside this file: the fault file, the data, the compute
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -32,18 +32,16 @@ torch.manual_seed(rank)
 
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-loader = iter(torch.utils.data.DataLoader(Data(), batch_size=256, num_workers=1, prefetch_factor=4))
+loader = batches()
 print(f"ready {rank}", flush=True)
 end = time.monotonic() + SECONDS
-step = 0
-step_s = None  # the healthy step time (moving average), what `lag` is a fraction of
-t_step = time.monotonic()
+clock = StepClock(rank)
 while True:
     kind, who, factor = fault()
     mine = who == rank
     x = next(loader)
     x = augment_batch(x, factor if kind == "slow" and mine else 1.0,
-                      factor * step_s if kind == "lag" and mine and step_s else 0.0)
+                      factor * clock.step_s if kind == "lag" and mine and clock.step_s else 0.0)
     loss = model(x).pow(2).mean()
     opt.zero_grad()
     loss.backward()
@@ -57,12 +55,7 @@ while True:
     if grads[-1] > 0:
         break
     opt.step()
-    step += 1
-    t, t_step = t_step, time.monotonic()
-    if kind is None:
-        step_s = (t_step - t) if step_s is None else 0.98 * step_s + 0.02 * (t_step - t)
-    if step % 20 == 0:  # the benchmark reads its step time from these lines
-        print(f"rank {rank} step {step} at {time.monotonic():.1f}", flush=True)
+    clock.tick(faulted=kind is not None)
     time.sleep(DEVICE_S)  # LINE_DEVICE
-print(f"done {rank} steps={step}", flush=True)
+print(f"done {rank} steps={clock.step}", flush=True)
 dist.destroy_process_group()
