@@ -130,6 +130,10 @@ def test_what_proc_leaves_ambiguous_comes_from_the_store_and_other_nodes_ranks_w
         assert found.urls == {0: f"http://127.0.0.1:{b}"} and found.store == f"127.0.0.1:{port}"
         found = workerserver.find([R(0, p.pid, port)], world=True)
         assert found.urls == {0: f"http://127.0.0.1:{b}", 1: "http://node2:5555"}
+        # inspect --gather: rank 1 was sampled on node2; its pid means nothing here (even one that exists here)
+        remote = {"rank": 1, "pid": p.pid, "host": "node2", "env": R(0, 0, port).env}
+        found = workerserver.find([R(0, p.pid, port), remote], world=True)
+        assert found.urls == {0: f"http://127.0.0.1:{b}", 1: "http://node2:5555"} and found.serving == [0]
         s.delete_key("debug_server/rank0")
         found = workerserver.find([R(0, p.pid, port)])
         assert found.urls == {} and found.why == (

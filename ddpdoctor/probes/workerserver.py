@@ -220,14 +220,18 @@ def _ranks(rs: list[int]) -> str:
 
 def find(ranks: Iterable[Any], timeout: float = 2.0, *, world: bool = False, root: str = "/proc") -> Found:
     """Each rank's worker server (`ranks`: inspect's rank dicts or watch's Rank objects: rank, pid, env,
-    world_size): /proc first, the job's store for what /proc leaves open and, with `world`, for the ranks of
-    the world that are not here (other nodes). Never raises: `why` says what failed."""
+    world_size, and `host` when another node sampled it): /proc for the ranks on this host, the job's store
+    for what /proc leaves open and, with `world`, for the ranks of the world that are not here (other nodes).
+    Never raises: `why` says what failed."""
     ranks = [r for r in ranks if type(_get(r, "rank")) is int and type(_get(r, "pid")) is int]
+    target = store_target(ranks)
+    me = socket.gethostname()  # inspect --gather's ranks carry the host that sampled them; their pids are its
+    ranks = [r for r in ranks if _get(r, "host") in (None, me)]
     out = Found()
     out.serving = sorted(_get(r, "rank") for r in ranks if has_debug_server(_get(r, "pid"), root))
-    if not out.serving:  # the job's code calls start_debug_server in every rank or in none: no store read
+    if ranks and not out.serving:  # the job's code calls start_debug_server in every rank or in none: no store read
         looked = ", ".join(f"{_get(r, 'rank')} (pid {_get(r, 'pid')})" for r in sorted(ranks, key=lambda r: _get(r, "rank")))
-        out.why = f"no rank runs torch's debug server: no thread named {THREAD_NAME} in rank {looked or '(none)'}"
+        out.why = f"no rank runs torch's debug server: no thread named {THREAD_NAME} in rank {looked}"
         return out
     for r in ranks:
         if _get(r, "rank") not in out.serving:
@@ -238,10 +242,11 @@ def find(ranks: Iterable[Any], timeout: float = 2.0, *, world: bool = False, roo
         if url:
             out.urls[_get(r, "rank")] = url
     missing = [r for r in out.serving if r not in out.urls]
-    target = store_target(ranks)
     here = {_get(r, "rank") for r in ranks}
     away = [r for r in range(min(target[2], 1 << 16)) if r not in here] if world and target else []
     if not missing and not away:
+        if not out.urls:
+            out.why = "no rank of the job on this node, and the ranks' environment names no job store"
         return out
     lost = (f"{_ranks(missing)} {'runs' if len(missing) == 1 else 'run'} torch's debug server (a {THREAD_NAME} "
             "thread) but /proc shows no single listener of it on [::]") if missing else \
