@@ -170,3 +170,59 @@ def test_a_rank_in_another_network_namespace_is_not_reached_through_our_loopback
     finally:
         p.kill()
         p.wait()
+
+
+def _answer_once(raw: bytes):
+    """A server that answers the first request with these bytes and closes: the URL."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+
+    def serve():
+        c, _ = srv.accept()
+        with c:
+            c.recv(65536)
+            try:
+                c.sendall(raw)
+            except OSError:
+                pass
+        srv.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}"
+
+
+def test_the_http_client_reads_what_cpp_httplib_sends_and_refuses_what_it_should_not():
+    """Content-Length (how the worker server's handlers answer), chunked, read-to-close; a status other
+    than 200 (redirects never followed), an answer over the cap, a header that never ends: one exception each."""
+    post = workerserver.http_post
+    assert post(_answer_once(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}trailing"),
+                "/handler/x", timeout=2, cap=100) == b'{"a":1}'
+    assert post(_answer_once(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3;ext=1\r\n:1}\r\n0\r\n\r\n"),
+                "/handler/x", timeout=2, cap=100) == b'{"a":1}'
+    assert post(_answer_once(b"HTTP/1.0 200 OK\r\n\r\nuntil close"), "/handler/x", timeout=2, cap=100) == b"until close"
+    with pytest.raises(workerserver.HTTPError) as e:
+        post(_answer_once(b"HTTP/1.1 302 Found\r\nLocation: http://198.18.0.1/\r\n\r\n"), "/h", timeout=2, cap=100)
+    assert e.value.code == 302
+    with pytest.raises(ValueError, match="larger than"):
+        post(_answer_once(b"HTTP/1.1 200 OK\r\nContent-Length: 999999999\r\n\r\n"), "/h", timeout=2, cap=1 << 20)
+    with pytest.raises(ValueError, match="larger than"):
+        post(_answer_once(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffff\r\n"), "/h", timeout=2, cap=1 << 20)
+    with pytest.raises(ValueError, match="no HTTP header"):
+        post(_answer_once(b"X-Flood: " + b"y" * (200 << 10)), "/h", timeout=2, cap=100)
+    with pytest.raises(ValueError, match="not an HTTP answer"):
+        post(_answer_once(b"\x00\x01garbage\r\n\r\n"), "/h", timeout=2, cap=100)
+    with pytest.raises(ValueError, match="not a worker server"):
+        post("file:///etc/passwd", "/h", timeout=2, cap=100)
+
+
+def test_the_http_client_loads_no_openssl():
+    """A poll, as watch makes it: no ssl, hashlib or http.client loaded (OpenSSL's libcrypto: ≈6 MiB of RSS)."""
+    out = _no_torch("import socket, sys, threading\n"
+                    "from ddpdoctor.watch import seqfeed\nfrom ddpdoctor.inspect import debugserver\n"
+                    "s = socket.create_server(('127.0.0.1', 0))\n"
+                    "def serve():\n"
+                    "    c, _ = s.accept(); c.recv(9999); c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\n{}'); c.close()\n"
+                    "threading.Thread(target=serve).start()\n"
+                    "print(seqfeed.post(f'http://127.0.0.1:{s.getsockname()[1]}', 'fr_trace_json'))\n"
+                    "print(sorted(m for m in ('ssl', '_hashlib', 'http.client', 'urllib.request') if m in sys.modules))")
+    assert out.split() == ["b'{}'", "[]"]

@@ -26,7 +26,6 @@ for a key CHECK found (a GET of a missing key would wait in the server).
 """
 from __future__ import annotations
 
-import functools
 import os
 import socket
 import struct
@@ -106,18 +105,83 @@ def local_url(pid: int, skip_ports: Iterable[int] = (), root: str = "/proc") -> 
     return f"http://127.0.0.1:{ports.pop()}" if len(ports) == 1 else None
 
 
-@functools.cache
-def http_opener():
-    """urllib's opener for the worker servers' plain-HTTP handlers, redirects refused (a worker server never
-    redirects; anything that does is not one). Built on first use: urllib.request pulls in http.client, email
-    and ssl (libssl, libcrypto), ≈7 MiB of RSS that watch would otherwise hold for every job, debug server or
-    not (measured: docs/watch.md, benchmarks/bench_watch_memory.py)."""
-    import urllib.request
+class HTTPError(Exception):
+    """The worker server answered with another status than 200 (a redirect included: never followed)."""
 
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *a, **kw):
-            return None
-    return urllib.request.build_opener(NoRedirect)
+    def __init__(self, code: int):
+        super().__init__(f"HTTP {code}")
+        self.code = code
+
+
+_HEAD_MAX = 64 << 10
+
+
+def http_post(url: str, target: str, *, timeout: float, cap: int) -> bytes:
+    """POST <url><target> with an empty body; the answer's body (status 200 only, HTTPError otherwise). The
+    whole answer within `timeout` (a server that trickles bytes is cut off: TimeoutError), at most `cap`
+    bytes (ValueError). Plain HTTP/1.1 over a socket, `Connection: close`: the worker server is cpp-httplib
+    (torch/csrc/distributed/c10d/control_plane/WorkerServer.cpp), its handlers answer with Content-Length;
+    chunked and read-to-close bodies are read too. Not urllib/http.client: they import ssl and hashlib
+    (OpenSSL's libcrypto), ≈6 MiB of RSS for a plaintext POST to a rank (docs/watch.md: memory)."""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme != "http" or not u.hostname or u.port is None:
+        raise ValueError(f"not a worker server's URL: {url[:100]!r}")
+    end = time.monotonic() + timeout
+    with socket.create_connection((u.hostname, u.port), timeout=timeout) as s:
+        s.sendall(f"POST {target} HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Length: 0\r\n"
+                  "Connection: close\r\n\r\n".encode())
+        buf = bytearray()
+
+        def more() -> bool:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"answer not complete within {timeout:g} s")
+            s.settimeout(left)
+            b = s.recv(1 << 16)
+            buf.extend(b)
+            return bool(b)
+
+        while (i := buf.find(b"\r\n\r\n")) < 0:
+            if len(buf) > _HEAD_MAX or not more():
+                raise ValueError("no HTTP header in the answer")
+        head, body = bytes(buf[:i]).decode("latin-1").split("\r\n"), buf[i + 4:]
+        status = head[0].split(" ", 2)
+        if len(status) < 2 or not status[0].startswith("HTTP/1.") or not status[1].isdigit():
+            raise ValueError(f"not an HTTP answer: {head[0][:80]!r}")
+        if int(status[1]) != 200:
+            raise HTTPError(int(status[1]))
+        fields = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in head[1:])}
+        buf = body
+        if fields.get("transfer-encoding", "").lower() == "chunked":
+            out = bytearray()
+            while True:
+                while (j := buf.find(b"\r\n")) < 0:
+                    if len(buf) > _HEAD_MAX or not more():
+                        raise ValueError("a chunked answer cut short")
+                size = int(bytes(buf[:j]).split(b";")[0] or b"x", 16)
+                if size == 0:
+                    return bytes(out)
+                if len(out) + size > cap:
+                    raise ValueError(f"answer larger than {cap >> 10} KiB")
+                while len(buf) < j + 2 + size + 2:
+                    if not more():
+                        raise ValueError("a chunked answer cut short")
+                out += buf[j + 2:j + 2 + size]
+                del buf[:j + 2 + size + 2]
+        n = fields.get("content-length")
+        if n is not None:
+            if not n.isdigit():
+                raise ValueError(f"Content-Length {n[:20]!r}")
+            if int(n) > cap:
+                raise ValueError(f"answer larger than {cap >> 10} KiB")
+            while len(buf) < int(n):
+                if not more():
+                    raise ValueError("the answer was cut short")
+            return bytes(buf[:int(n)])
+        while more():  # no length: the body ends when the server closes
+            if len(buf) > cap:
+                raise ValueError(f"answer larger than {cap >> 10} KiB")
+        return bytes(buf)
 
 
 # ----------------------------------------------------------------------------- the job's store, no torch

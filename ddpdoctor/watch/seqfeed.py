@@ -56,26 +56,8 @@ SEQ_MAX = 1 << 62
 
 def post(url: str, endpoint: str, query: str = "", *, timeout: float = TIMEOUT_S, cap: int = CHEAP_MAX) -> bytes:
     """POST <url>/handler/<endpoint>?<query>; the body, or an exception. The whole answer within `timeout`
-    (a server that trickles bytes is cut off), at most `cap` bytes, status 200 only."""
-    import urllib.request  # on first use only: http.client and ssl are ≈7 MiB (workerserver.http_opener)
-    full = f"{url}/handler/{endpoint}" + (f"?{query}" if query else "")
-    req = urllib.request.Request(full, data=b"", method="POST")
-    end = time.monotonic() + timeout
-    with workerserver.http_opener().open(req, timeout=timeout) as resp:
-        if resp.status != 200:
-            raise ValueError(f"HTTP {resp.status}")
-        chunks, n = [], 0
-        while True:
-            if time.monotonic() > end:
-                raise TimeoutError(f"answer not complete within {timeout:g} s")
-            b = resp.read1(65536)
-            if not b:
-                break
-            n += len(b)
-            if n > cap:
-                raise ValueError(f"answer larger than {cap >> 10} KiB")
-            chunks.append(b)
-    return b"".join(chunks)
+    (a server that trickles bytes is cut off), at most `cap` bytes, status 200 only (probes/workerserver.py)."""
+    return workerserver.http_post(url, f"/handler/{endpoint}" + (f"?{query}" if query else ""), timeout=timeout, cap=cap)
 
 
 def _int(v: Any) -> int | None:
@@ -281,11 +263,10 @@ class SeqFeed:
             r.last = res
 
     def _read(self, r: _Rank, now: float, dense: bool) -> dict[str, dict[str, Any]]:
-        from urllib.error import HTTPError
         if r.mode in (None, NCCL_EP):
             try:
                 pgs = parse_body(post(r.url, NCCL_EP, "includecollectives=false"))
-            except HTTPError as e:
+            except workerserver.HTTPError as e:
                 if e.code != 404 or r.mode == NCCL_EP:  # 404: a CPU build has no NCCL recorder handler
                     raise
                 pgs = {}
