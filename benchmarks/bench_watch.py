@@ -355,7 +355,7 @@ def replay(a) -> None:
     grid = itertools.product([float(x) for x in a.lags.split(",")], [float(x) for x in a.persist.split(",")],
                              [float(x) for x in a.windows.split(",")])
     for lag, persist, win in grid:
-        out, false, hours = [], 0, 0.0
+        out, false, hours, named = [], 0, 0.0, []
         for f, rows in data.items():
             j = Judge(strag_lag=lag, strag_persist=persist, strag_window=win)
             j.min_samples = MIN_SAMPLES * a.thin
@@ -373,8 +373,27 @@ def replay(a) -> None:
                 false += sum(e["kind"] == "straggler" for e in ev)
                 hours += (rows[-1]["t"] - t0) / 3600
             out.append(",".join(f"{e['t'] - t0:.0f}{'S' if e['kind'] == 'straggler' else 'R'}{e['ranks']}" for e in ev) or "-")
+            named += _named_after(rows, ev)
         print(f"lag>={lag:.2f} for {persist:.0f} s, window {win:.0f} s: false {false / max(hours, 1e-9):.1f}/h | "
               + " | ".join(out), flush=True)
+        if named:
+            print("  onset -> named (s): " + ", ".join(f"{m}: {'missed' if d is None else f'{d:.0f}'}" for m, d in named)
+                  + "".join(f"; {x}: median {statistics.median([d if d is not None else 999 for m, d in named if m.endswith(x)]):.0f}"
+                            for x in (":0.1", ":0.2") if any(m.endswith(x) for m, d in named)))
+
+
+def _named_after(rows: list[dict], ev: list[dict]) -> list[tuple[str, float | None]]:
+    """Each `lag:R:X` / `cap:R:S` mark of a trace: seconds from it to the first straggler event naming rank R
+    before the next mark (+30 s), None when missed."""
+    marks = [(r["t"], r["mark"]) for r in rows if "mark" in r]
+    out = []
+    for i, (t, m) in enumerate(marks):
+        if not m.startswith(("lag:", "cap:")):
+            continue
+        end = (marks[i + 1][0] if i + 1 < len(marks) else rows[-1]["t"]) + 30
+        hit = [e["t"] for e in ev if e["kind"] == "straggler" and t < e["t"] <= end and e["ranks"] == [int(m.split(":")[1])]]
+        out.append((m, hit[0] - t if hit else None))
+    return out
 
 
 def _free_port() -> int:
