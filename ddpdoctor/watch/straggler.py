@@ -196,8 +196,8 @@ class StragglerJudge:
         key = max(lag, key=lambda k: lag[k])
         if self.straggler is not None:
             k0 = self.straggler["_key"]
-            if k0 in lag and lag[k0] >= self.strag_lag / 2:
-                return []
+            if k0 in lag and (lag[k0] >= self.strag_lag / 2 or self._cpu_excess(k0, now) >= RUN_K):
+                return []  # still lagging, or still getting more CPU than the others: not recovered
             self.straggler = None
             self._strag_seen.clear()
             self._cusum.clear()
@@ -212,7 +212,9 @@ class StragglerJudge:
             pass  # the mean of both measures lagging at every judgement for STRAGGLER_PERSIST_S
         elif fast is not None:
             key, since = fast
-            seen = [s for s in seen if s[0] >= since] or seen[-1:]
+            # how much: the judgements whose 20 s windows are mostly after it began (the first ones still
+            # average the seconds before the onset in)
+            seen = [s for s in seen if s[0] >= since + self.strag_window / 2] or seen[-1:]
         else:
             return []
         self._cusum.clear()
@@ -277,6 +279,7 @@ class StragglerJudge:
             return None
         dt = now - prev
         best = None
+        self._cusum = {k: v for k, v in self._cusum.items() if k in run}  # ranks gone (an elastic restart)
         for k, r in run.items():
             med = statistics.median(v for j, v in run.items() if j != k)
             if med < MIN_RUN_SHARE:
@@ -290,6 +293,14 @@ class StragglerJudge:
                 if self._samples_lag(k, since, now) >= SAMPLES_AGREE:
                     best = (k, s, since)
         return (best[0], best[2]) if best else None
+
+    def _cpu_excess(self, key, now: float) -> float:
+        """A rank's on-CPU time over the last window against the others' median, minus 1 (0 when unknown)."""
+        run = {k: _run(t.ticks, now - self.strag_window, now) for k, t in self.ranks.items() if not t.gone}
+        others = [r for k, r in run.items() if k != key and r is not None]
+        if run.get(key) is None or not others or statistics.median(others) < MIN_RUN_SHARE:
+            return 0.0
+        return run[key] / statistics.median(others) - 1
 
     def _samples_lag(self, key, a: float, b: float) -> float:
         """The samples' lag of a rank over the chunks that ended from a to b (the last chunk before b if none):
