@@ -77,6 +77,21 @@ def timeline(path: str, before: float, after: float) -> None:
                   f"{f(samples)} {f(busy)}  {f(excess)}           {cusum}  {verdict}")
 
 
+def named_after(rows: list[dict], ev: list[dict]) -> list[tuple[str, float | None]]:
+    """Each `lag:R:X` / `cap:R:S` mark of a trace: seconds from it to the first straggler event naming rank R
+    before the next mark (+30 s), None when missed."""
+    marks = [(r["t"], r["mark"]) for r in rows if "mark" in r]
+    out = []
+    for i, (t, m) in enumerate(marks):
+        if not m.startswith(("lag:", "cap:")):
+            continue
+        end = (marks[i + 1][0] if i + 1 < len(marks) else rows[-1]["t"]) + 30
+        hit = [e["t"] for e in ev if e["kind"] == "straggler" and t < e["t"] <= end and e["ranks"] == [int(m.split(":")[1])]]
+        out.append((m, hit[0] - t if hit else None))
+    return out
+
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("traces", nargs="+")
