@@ -19,10 +19,11 @@ from ddpdoctor.watch.judge import Judge
 RUN, DELAY, WAIT = 0.10, 0.35, 0.27
 
 
-def _series(seed: int, seconds: int, lag_rank=None, onset=None, excess=0.17, burst=None):
+def _series(seed: int, seconds: int, lag_rank=None, onset=None, excess=0.17, burst=None, chunks_from=0):
     """Observations of two ranks, one per second: the noise above, from `onset` rank `lag_rank` with
     `excess` more CPU time; `burst` = (start, seconds, excess): a healthy rank 0 transient with its samples
-    agreeing. -> (judge events, the most the CPU CUSUM accumulated)."""
+    agreeing; `chunks_from`: py-spy's first chunk ends then. -> (judge events, the most the CPU CUSUM
+    accumulated)."""
     rnd = random.Random(seed)
     j = Judge()
     run_ns, delay_ns, ev, most = [0, 0], [0, 0], [], 0.0
@@ -43,7 +44,7 @@ def _series(seed: int, seconds: int, lag_rank=None, onset=None, excess=0.17, bur
             delay_ns[r] += int(max(0.0, d) * 1e9)
             o = {"rank": r, "host": "n1", "pid": 100 + r, "world_size": 2, "state": "S", "run_ns": run_ns[r],
                  "delay_ns": delay_ns[r], "io": 0, "stack": None}
-            if t % 10 == 9:
+            if t % 10 == 9 and t >= chunks_from:
                 other_slow = (lag_rank is not None and lag_rank != r and onset is not None and t >= onset) or \
                     (burst and r == 1 and burst[0] <= t < burst[0] + burst[1])
                 p = WAIT + (0.12 if other_slow else 0.0)
@@ -100,3 +101,13 @@ def test_a_burst_of_cpu_shorter_than_the_cusums_thirty_seconds_is_not_a_straggle
     """A rank that got 0.4 more CPU for 20 s (its samples agreeing: the other waited for it) is a transient."""
     ev, _ = _series(11, 300, burst=(150, 20, 0.40))
     assert ev == [], ev
+
+
+def test_the_cpu_cusum_accumulates_before_the_samples_suffice_to_judge():
+    """Watch started beside the job 15 s before the fault (as tests/test_watch_lab.py does), and py-spy's
+    first chunks late (a loaded machine: the lab test's `lag:1:0.3` took 65.9 s at load 20 when the CUSUM
+    waited for the samples): schedstat accumulates from the first seconds; at the first judgement with
+    enough samples (two chunks, 59 s) the rank is named, 44 s after the onset, not 30 s after that."""
+    ev, _ = _series(5, 150, lag_rank=1, onset=15, excess=0.5, chunks_from=45)
+    (e,) = [e for e in ev if e["kind"] == "straggler"]
+    assert e["ranks"] == [1] and e["t"] - 15 <= 50, e["t"]

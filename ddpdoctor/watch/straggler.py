@@ -186,6 +186,8 @@ class StragglerJudge:
             return []
         self._strag_next = now + STRAGGLER_EVERY_S
         sh = self.shares(now)
+        # schedstat alone: it accumulates from the watch's first seconds, before the samples are enough to judge
+        fast = self._run_cusum(now, sh)
         net = self._judge_net(now, sh)
         if net is not None:
             return net
@@ -207,10 +209,9 @@ class StragglerJudge:
         while len(self._strag_seen) > 1 and self._strag_seen[1][0] <= now - self.strag_persist:
             self._strag_seen.popleft()
         seen = list(self._strag_seen)
-        fast = self._run_cusum(now, sh)
         if seen[0][0] <= now - self.strag_persist and {s[1] for s in seen} == {key}:
             pass  # the mean of both measures lagging at every judgement for STRAGGLER_PERSIST_S
-        elif fast is not None:
+        elif fast is not None and fast[0] in lag:
             key, since = fast
             # how much: the judgements whose 20 s windows are mostly after it began (the first ones still
             # average the seconds before the onset in)
