@@ -61,7 +61,9 @@ def timeline(path: str, before: float, after: float) -> None:
             ch = t.chunks[-1] if t.chunks else None
             och = [o.chunks[-1] for o in others if o.chunks]
             samples = (statistics.median(c[2] / c[1] for c in och) - ch[2] / ch[1]) if ch and och else None
-            busy = (sh[key]["busy"] - statistics.median(sh[k]["busy"] for k in sh if k != key)) if key in sh and len(sh) > 1 else None
+            busy = None
+            if key in sh and len(sh) > 1:
+                busy = sh[key]["busy"] - statistics.median(sh[k]["busy"] for k in sh if k != key)
             a = last_t if last_t is not None else now - 5
             mine, theirs = _run_share(t.ticks, a - 0.5, now), [_run_share(o.ticks, a - 0.5, now) for o in others]
             theirs = [x for x in theirs if x]
@@ -86,7 +88,8 @@ def named_after(rows: list[dict], ev: list[dict]) -> list[tuple[str, float | Non
         if not m.startswith(("lag:", "cap:")):
             continue
         end = (marks[i + 1][0] if i + 1 < len(marks) else rows[-1]["t"]) + 30
-        hit = [e["t"] for e in ev if e["kind"] == "straggler" and t < e["t"] <= end and e["ranks"] == [int(m.split(":")[1])]]
+        rank = int(m.split(":")[1])
+        hit = [e["t"] for e in ev if e["kind"] == "straggler" and t < e["t"] <= end and e["ranks"] == [rank]]
         out.append((m, hit[0] - t if hit else None))
     return out
 

@@ -73,7 +73,7 @@ class StragglerJudge:
         # every judgement: (t, lagging rank or None, the largest lag)
         self._strag_seen: deque = deque(maxlen=200)
         self._cusum: dict[tuple, list] = {}   # rank -> [excess-seconds accumulated, since when]
-        self._cusum_t: float | None = None    # the last judgement: the end of the last busy block
+        self._cusum_t: float | None = None    # the last judgement: where this block of CPU time starts
         self._strag_next = 0.0
         self.qdisc: dict[str, deque] = {}   # host -> (t, {dev: shaper counters}) (watch/sample.py qdiscs)
         self._net_seen: deque = deque(maxlen=200)   # (t, held-back host or None)
@@ -234,7 +234,7 @@ class StragglerJudge:
             ratio = v["busy"] / own if own >= MIN_PART else None
             part = ((f"its main thread busy {ratio:.2f}× the median's" if ratio else "the others are hardly busy")
                     + "; the others wait inside backward (DDP)")
-        mean_lag = statistics.fmean(s[2] for s in seen if s[2] is not None)
+        mean_lag = statistics.fmean(s[2] for s in seen)
         # a CPU cap: its cgroup throttled it (cpu.stat); a busy core: it waited for a CPU more than the others
         if v["throttled"] >= 0.05 and v["throttled"] > 2 * statistics.median(o["throttled"] for o in others):
             why = (f"throttled by a CPU cap {v['throttled']:.0%} of the time "
@@ -266,7 +266,7 @@ class StragglerJudge:
         a 5 s block at load 10-22 on 2 cores) is the time ranks wait for a CPU: one rank gets the cores for a
         while. The time they are on a CPU varies far less: the scheduler shares the cores fairly between
         runnable threads, so ranks with the same work get the same CPU time (healthy traces: sd 0.04-0.06 of
-        the median's, at most 0.10 over 20 s and 0.06 over 40 s), while a rank with more work in its step gets
+        the median's, at most 0.10 more over 20 s and 0.15 over 45 s), while a rank with more work in its step gets
         more (a +10 % step: 0.17-0.31 more, its own part's excess, not the step's). A rank slowed without
         more work (a CPU cap, a busy core, asleep outside the collective) gets no more CPU: the 40 s rule on
         both measures names it."""
