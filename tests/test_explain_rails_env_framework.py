@@ -1,0 +1,110 @@
+"""Three failure modes users hit that the catalog lacked (issue 23), each read from what its emitting code prints:
+NCCL's ibv_modify_qp timeout between NICs of different rails (NVIDIA/nccl src/misc/ibvwrap.cc), NCCL settings that
+differ between nodes (src/misc/param.cc's environment echo), and an exception raised inside a training framework's
+own code (the traceback's last frame)."""
+import io
+from pathlib import Path
+
+from ddpdoctor.logscan import explain_stream
+
+LOGS = Path(__file__).resolve().parent / "logs"
+
+
+def explain(text: str):
+    return explain_stream(io.BytesIO(text.encode()), "t.log")
+
+
+def ids(ex):
+    return [d.failure.id for d in ex.diagnoses]
+
+
+# NCCL >= 2.24 prints both GIDs (ibvModifyQpLog); 2.4 - 2.23 only the errno text.
+QP = ("node7:51234:51390 [3] misc/ibvwrap.cc:376 NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out, "
+      "on dev mlx5_3:1, curr state INIT, next state RTR, local GID index 3, local GID {l}, remote GID {r}\n")
+
+
+def test_a_queue_pair_timing_out_between_two_ipv4_gids_is_rails_not_the_gid_index_and_says_it_is_unsure():
+    ex = explain(QP.format(l="::ffff:10.3.0.7", r="::ffff:10.5.0.8"))
+    top = ex.diagnoses[0]
+    assert top.failure.id == "IB_CROSS_RAIL_UNREACHABLE" and 0.35 <= top.confidence < 0.5   # low confidence alone
+    gid = next(d for d in ex.diagnoses if d.failure.id == "IB_ROCE_GID_MISMATCH")
+    assert gid.confidence <= 0.3 and any("GID index is the right kind" in n for n in gid.notes)
+
+
+def test_a_link_local_gid_keeps_the_gid_index_reading():
+    ex = explain(QP.format(l="fe80::ba59:9f03:fa:1234", r="fe80::ba59:9f03:fa:5678"))
+    assert ids(ex)[0] == "IB_ROCE_GID_MISMATCH" and "IB_CROSS_RAIL_UNREACHABLE" not in ids(ex)
+
+
+def test_the_older_wording_without_gids_stays_the_gid_index_reading():
+    ex = explain("node1:1:2 [0] misc/ibvwrap.cc:187 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out\n")
+    assert ids(ex)[0] == "IB_ROCE_GID_MISMATCH"
+
+
+def test_nccls_own_cross_rail_hint_decides():
+    with open(LOGS / "IB_CROSS_RAIL_UNREACHABLE" / "excerpt-modify-qp-timeout-rails.log", "rb") as f:
+        ex = explain_stream(f, "x")
+    top = ex.diagnoses[0]
+    assert top.failure.id == "IB_CROSS_RAIL_UNREACHABLE" and top.confidence >= 0.5
+    assert top.failure.fix.env == {"NCCL_CROSS_NIC": "0"}
+
+
+def test_an_nccl_variable_with_different_values_on_two_hosts_is_named_with_both_values():
+    with open(LOGS / "NCCL_ENV_MISMATCH_ACROSS_NODES" / "excerpt-buffsize-differs.log", "rb") as f:
+        ex = explain_stream(f, "x")
+    top = ex.diagnoses[0]
+    assert top.failure.id == "NCCL_ENV_MISMATCH_ACROSS_NODES" and top.confidence >= 0.5
+    assert any("NCCL_BUFFSIZE differs between hosts (524288 on node2; 8388608 on node1)" in n for n in top.notes)
+
+
+def test_interface_names_may_differ_per_node_and_a_healthy_log_is_no_failure():
+    same = ("node1:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib0\n"
+            "node2:2:2 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ib1\n"
+            "node1:1:1 [0] NCCL INFO NCCL_PROTO set by environment to Simple\n"
+            "node2:2:2 [0] NCCL INFO NCCL_PROTO set by environment to Simple\n")
+    assert "NCCL_ENV_MISMATCH_ACROSS_NODES" not in ids(explain(same))
+    differ = same.replace("node2:2:2 [0] NCCL INFO NCCL_PROTO set by environment to Simple",
+                          "node2:2:2 [0] NCCL INFO NCCL_PROTO set by environment to LL128")
+    # no failure in the log: possible, never a full answer
+    assert all(d.confidence < 0.35 for d in explain(differ).diagnoses)
+    failed = differ + "[rank0]: RuntimeError: NCCL error: unhandled system error, NCCL version 2.18.1\n"
+    top = explain(failed).diagnoses[0]
+    assert top.failure.id == "NCCL_ENV_MISMATCH_ACROSS_NODES" and "NCCL_PROTO differs" in top.notes[0]
+
+
+def test_the_collective_mismatch_error_alone_names_both_readings_with_low_confidence():
+    ex = explain("node2:3:4 [0] transport/net_ib.cc:1038 NCCL WARN NET/IB : req 0/1 tag 0 peer 10.0.0.1<58683> "
+                 "collective mismatch error, local size 524288 remote size 8388608\n")
+    assert ids(ex)[:2] == ["NCCL_ENV_MISMATCH_ACROSS_NODES", "COLLECTIVE_MISMATCH_ACROSS_RANKS"]
+    assert all(d.confidence < 0.5 for d in ex.diagnoses)
+
+
+TB = """[rank1]: Traceback (most recent call last):
+[rank1]:   File "/home/me/proj/train.py", line 118, in main
+[rank1]:     trainer.train()
+[rank1]:   File "{raiser}", line 940, in {func}
+[rank1]:     raise ValueError("bad")
+[rank1]: ValueError: {msg}
+E1125 20:55:52.984000 11041 api.py:1002] failed (exitcode: 1) local_rank: 1 (pid: 11423) of binary: /usr/bin/python3
+"""
+
+
+def test_an_exception_raised_in_a_frameworks_code_names_the_framework_its_line_and_the_jobs_call():
+    with open(LOGS / "TRAINING_FRAMEWORK_EXCEPTION" / "excerpt-deepspeed-zero2-assert.log", "rb") as f:
+        ex = explain_stream(f, "x")
+    top = ex.diagnoses[0]
+    assert top.failure.id == "TRAINING_FRAMEWORK_EXCEPTION" and top.confidence >= 0.5
+    assert ("rank 1 raised AssertionError in deepspeed's code at stage_1_and_2.py:940 in "
+            "reduce_independent_p_g_buckets_and_remove_grads (called from train.py:118 in main)") in top.notes[0]
+    assert "USER_CODE_EXCEPTION" not in ids(ex)
+
+
+def test_the_jobs_own_raise_stays_user_code_and_torchs_raise_is_not_a_framework():
+    own = explain(TB.format(raiser="/home/me/proj/model.py", func="forward", msg="shapes differ"))
+    assert ids(own)[0] == "USER_CODE_EXCEPTION"
+    fw = explain(TB.format(raiser="/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", func="train",
+                           msg="--load_best_model_at_end requires the save and eval strategy to match"))
+    assert ids(fw)[0] == "TRAINING_FRAMEWORK_EXCEPTION" and "in transformers's code at trainer.py:940" in fw.diagnoses[0].notes[0]
+    torch_raise = explain(TB.format(raiser="/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py",
+                                    func="__getattr__", msg="shapes differ"))
+    assert "TRAINING_FRAMEWORK_EXCEPTION" not in ids(torch_raise)
