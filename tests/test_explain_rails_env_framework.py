@@ -108,3 +108,16 @@ def test_the_jobs_own_raise_stays_user_code_and_torchs_raise_is_not_a_framework(
     torch_raise = explain(TB.format(raiser="/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py",
                                     func="__getattr__", msg="shapes differ"))
     assert "TRAINING_FRAMEWORK_EXCEPTION" not in ids(torch_raise)
+
+
+STORE_TIMEOUT = ("[E521 15:43:02.707733876 socket.cpp:1023] [c10d] The client socket has timed out after 600000ms while "
+                 "trying to connect to (172.18.21.4, 37907).\n")
+
+
+def test_a_high_store_port_is_a_port_picked_after_the_rendezvous_only_when_the_log_shows_that_rendezvous():
+    alone = explain(STORE_TIMEOUT)
+    assert ids(alone)[0] == "RDZV_ENDPOINT_UNREACHABLE"
+    fw = next(d for d in alone.diagnoses if d.failure.id == "FIREWALL_BLOCKS_PORTS")
+    assert fw.confidence <= 0.4 and any("nothing in the log shows a rendezvous" in n for n in fw.notes)
+    after = explain("  rdzv_endpoint    : node1:29400\n  run_id           : job42\n" + STORE_TIMEOUT)
+    assert ids(after)[0] == "FIREWALL_BLOCKS_PORTS"

@@ -69,6 +69,7 @@ SIGNATURES_USED = (
     ("NCCL_RELEASE_BUG", "TOPO_CPU_ATTRIBUTE_MISSING"), ("NCCL_RELEASE_BUG", "NET_ID_NOT_FOUND"),
     ("NCCL_RELEASE_BUG", "KERNEL_SHARED_MEM_EXCEEDS_DEVICE"),
     ("DEEPSPEED_LAUNCHER_TEARDOWN", "KILLING_SUBPROCESS"), ("DEEPSPEED_LAUNCHER_TEARDOWN", "MAIN_PROCESS_RECEIVED_SIGNAL"),
+    ("FIREWALL_BLOCKS_PORTS", "STORE_CONNECT_TIMEOUT_ANY"),
     ("IB_CROSS_RAIL_UNREACHABLE", "MODIFY_QP_TIMEOUT_V4_GIDS"), ("IB_CROSS_RAIL_UNREACHABLE", "HINT_NOT_CROSS_RAIL_CONNECTED"),
 )
 
@@ -295,6 +296,22 @@ def lookup_warning_only(col: Collector, caps) -> None:
         return
     caps.set("HOSTNAME_UNRESOLVABLE", 0.3, "only the IPv6 lookup of the name failed, which c10d follows with an IPv4 "
              "attempt, and nothing fails after it in this log: likely harmless; `getent ahostsv4 <name>` decides")
+
+
+def port_after_rendezvous(col: Collector, caps) -> None:
+    """A store connect timeout to a high port reads as the MASTER_PORT torchrun's c10d rendezvous picked after it
+    succeeded (FIREWALL_BLOCKS_PORTS: the rendezvous port is open, that one not) only when the log shows such a
+    rendezvous: its endpoint on another port, a run id or a node rank it assigned. Without one, a high port is just
+    the port the job was given, and the timeout says no more than that the store did not answer."""
+    hits = col.sig_values("FIREWALL_BLOCKS_PORTS", "STORE_CONNECT_TIMEOUT_ANY")
+    if not hits:
+        return
+    ports = {g.get("port") for g, _, _ in hits}
+    rdzv_ports = {v.value.get("port") for v in col.facts.get("rdzv_endpoint", [])}
+    if rdzv_ports - ports or "run_id" in col.facts or "group_rank" in col.facts:
+        return
+    caps.set("FIREWALL_BLOCKS_PORTS", 0.4, "low confidence: the port is high, but nothing in the log shows a rendezvous "
+             "that picked it after succeeding on another port; `nc -zv <master> <port>` from another node decides")
 
 
 def gid_kind_fits(col: Collector, caps) -> None:
