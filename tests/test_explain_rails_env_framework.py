@@ -121,3 +121,12 @@ def test_a_high_store_port_is_a_port_picked_after_the_rendezvous_only_when_the_l
     assert fw.confidence <= 0.4 and any("nothing in the log shows a rendezvous" in n for n in fw.notes)
     after = explain("  rdzv_endpoint    : node1:29400\n  run_id           : job42\n" + STORE_TIMEOUT)
     assert ids(after)[0] == "FIREWALL_BLOCKS_PORTS"
+
+
+def test_retries_exhausted_between_two_ipv4_gids_point_at_the_path_not_the_gid_index():
+    line = ("mycl-g2:3:4 [6] transport/net_ib.cc:2470 NCCL WARN NET/IB: Got completion from peer 192.168.3.5<53908> with "
+            "status=12 opcode=129 len=1048576 vendor err 129 (Recv) localGid {l} remoteGids{r} hca mlx5_10\n")
+    v4 = explain(line.format(l="::ffff:192.168.6.3", r="::ffff:192.168.6.5"))
+    assert ids(v4)[:2] == ["IB_FABRIC_FAULT", "IB_ROCE_GID_MISMATCH"] and v4.diagnoses[0].confidence < 0.5
+    link_local = explain(line.format(l="fe80::ba59:9f03:fa:1234", r="fe80::ba59:9f03:fa:5678"))
+    assert ids(link_local)[0] == "IB_ROCE_GID_MISMATCH"

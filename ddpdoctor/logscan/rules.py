@@ -70,7 +70,7 @@ SIGNATURES_USED = (
     ("NCCL_RELEASE_BUG", "KERNEL_SHARED_MEM_EXCEEDS_DEVICE"),
     ("DEEPSPEED_LAUNCHER_TEARDOWN", "KILLING_SUBPROCESS"), ("DEEPSPEED_LAUNCHER_TEARDOWN", "MAIN_PROCESS_RECEIVED_SIGNAL"),
     ("FIREWALL_BLOCKS_PORTS", "STORE_CONNECT_TIMEOUT_ANY"),
-    ("IB_CROSS_RAIL_UNREACHABLE", "MODIFY_QP_TIMEOUT_V4_GIDS"), ("IB_CROSS_RAIL_UNREACHABLE", "HINT_NOT_CROSS_RAIL_CONNECTED"),
+    ("IB_CROSS_RAIL_UNREACHABLE", "MODIFY_QP_TIMEOUT_V4_GIDS"), ("IB_FABRIC_FAULT", "RETRY_EXCEEDED_V4_GIDS"), ("IB_CROSS_RAIL_UNREACHABLE", "HINT_NOT_CROSS_RAIL_CONNECTED"),
 )
 
 
@@ -301,7 +301,8 @@ def lookup_warning_only(col: Collector, caps) -> None:
 def port_after_rendezvous(col: Collector, caps) -> None:
     """A store connect timeout to a high port reads as the MASTER_PORT torchrun's c10d rendezvous picked after it
     succeeded (FIREWALL_BLOCKS_PORTS: the rendezvous port is open, that one not) only when the log shows such a
-    rendezvous: its endpoint on another port, a run id or a node rank it assigned. Without one, a high port is just
+    rendezvous (its endpoint on another port, a run id or a node rank it assigned) or a connection to the store on that
+    port that did get through (another process reached it). Without one, a high port is just
     the port the job was given, and the timeout says no more than that the store did not answer."""
     hits = col.sig_values("FIREWALL_BLOCKS_PORTS", "STORE_CONNECT_TIMEOUT_ANY")
     if not hits:
@@ -309,6 +310,10 @@ def port_after_rendezvous(col: Collector, caps) -> None:
     ports = {g.get("port") for g, _, _ in hits}
     rdzv_ports = {v.value.get("port") for v in col.facts.get("rdzv_endpoint", [])}
     if rdzv_ports - ports or "run_id" in col.facts or "group_rank" in col.facts:
+        return
+    # ... or a socket of the store on that very port that did connect (another process reached it: it listens, and
+    # only this connection is dropped)
+    if any(v.value.get("port") in ports for v in col.facts.get("store_addr", [])):
         return
     caps.set("FIREWALL_BLOCKS_PORTS", 0.4, "low confidence: the port is high, but nothing in the log shows a rendezvous "
              "that picked it after succeeding on another port; `nc -zv <master> <port>` from another node decides")
@@ -318,11 +323,14 @@ def gid_kind_fits(col: Collector, caps) -> None:
     """NCCL >= 2.24 prints both GIDs of a queue pair that failed to connect (misc/ibvwrap.cc ibvModifyQpLog). A timeout
     between two IPv4-mapped GIDs (RoCE v2 IPv4 entries, what a right NCCL_IB_GID_INDEX picks) is not a wrong GID
     index: no path joins the two NICs (NCCL 2.30.7's own hint for ETIMEDOUT: NICs not cross-rail connected)."""
-    if not (col.sig_evidence(["IB_CROSS_RAIL_UNREACHABLE"], "MODIFY_QP_TIMEOUT_V4_GIDS")
+    if (col.sig_evidence(["IB_CROSS_RAIL_UNREACHABLE"], "MODIFY_QP_TIMEOUT_V4_GIDS")
             or col.sig_evidence(["IB_CROSS_RAIL_UNREACHABLE"], "HINT_NOT_CROSS_RAIL_CONNECTED")):
-        return
-    caps.set("IB_ROCE_GID_MISMATCH", 0.3, "low confidence: the queue pair timed out between two RoCE v2 IPv4 GIDs (or "
-             "NCCL itself points at rails): the GID index is the right kind; `show_gids` on both nodes decides")
+        caps.set("IB_ROCE_GID_MISMATCH", 0.3, "low confidence: the queue pair timed out between two RoCE v2 IPv4 GIDs "
+                 "(or NCCL itself points at rails): the GID index is the right kind; `show_gids` on both nodes decides")
+    elif col.sig_evidence(["IB_FABRIC_FAULT"], "RETRY_EXCEEDED_V4_GIDS"):
+        # the same for a completion error NCCL printed the GIDs of (2.19+): routable GIDs, retries lost on the path
+        caps.set("IB_ROCE_GID_MISMATCH", 0.3, "low confidence: the retries ran out between two RoCE v2 IPv4 GIDs: the "
+                 "GID index is the right kind; `show_gids` on both nodes decides")
 
 
 def deepspeed_teardown(col: Collector, add) -> None:
