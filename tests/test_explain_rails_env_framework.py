@@ -130,3 +130,11 @@ def test_retries_exhausted_between_two_ipv4_gids_point_at_the_path_not_the_gid_i
     assert ids(v4)[:2] == ["IB_FABRIC_FAULT", "IB_ROCE_GID_MISMATCH"] and v4.diagnoses[0].confidence < 0.5
     link_local = explain(line.format(l="fe80::ba59:9f03:fa:1234", r="fe80::ba59:9f03:fa:5678"))
     assert ids(link_local)[0] == "IB_ROCE_GID_MISMATCH"
+
+
+def test_the_file_stores_own_timeouts_say_a_rank_never_joined_with_low_confidence():
+    for line in ("RuntimeError: Wait timeout\n",
+                 "[rank0]: torch.distributed.DistStoreError: Timeout waiting for key: default_pg/0//cpu//0/1 after 1800000 ms\n"):
+        top = explain('  File "/x/torch/distributed/distributed_c10d.py", line 283, in init_process_group\n' + line).diagnoses[0]
+        assert top.failure.id == "RDZV_NODES_MISSING" and 0.35 <= top.confidence < 0.5
+    assert not explain("INFO: Wait timeout reached, retrying\n").diagnoses
