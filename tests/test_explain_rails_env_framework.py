@@ -138,3 +138,15 @@ def test_the_file_stores_own_timeouts_say_a_rank_never_joined_with_low_confidenc
         top = explain('  File "/x/torch/distributed/distributed_c10d.py", line 283, in init_process_group\n' + line).diagnoses[0]
         assert top.failure.id == "RDZV_NODES_MISSING" and 0.35 <= top.confidence < 0.5
     assert not explain("INFO: Wait timeout reached, retrying\n").diagnoses
+
+
+def test_glooss_enforce_condition_says_whether_an_interface_or_the_nodes_own_name_has_no_address():
+    iface = explain("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:84] ifa != nullptr. "
+                    "Unable to find address for: eth9\n")
+    assert ids(iface)[0] == "GLOO_SOCKET_IFNAME_INVALID"
+    host = explain("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] rp != nullptr. "
+                   "Unable to find address for: dgx-1.ai\n")
+    assert ids(host)[0] == "HOSTNAME_UNRESOLVABLE" and host.diagnoses[0].confidence >= 0.5
+    bound = explain("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:125] bind_rv == 0. "
+                    "Unable to find address for node7; bind(2) for 10.9.8.7 failed with: Cannot assign requested address\n")
+    assert ids(bound)[0] == "HOSTNAME_UNRESOLVABLE"
