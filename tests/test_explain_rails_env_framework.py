@@ -151,8 +151,3 @@ def test_glooss_enforce_condition_says_whether_an_interface_or_the_nodes_own_nam
                     "Unable to find address for node7; bind(2) for 10.9.8.7 failed with: Cannot assign requested address\n")
     assert ids(bound)[0] == "HOSTNAME_UNRESOLVABLE"
 
-
-def test_a_log_that_is_only_an_exception_line_names_it_with_low_confidence():
-    top = explain("`FileNotFoundError: [Errno 2] No such file or directory: '/data/coco/train2017/000000315242.jpg'`\n").diagnoses[0]
-    assert top.failure.id == "USER_CODE_EXCEPTION" and top.confidence < 0.5
-    assert "raised FileNotFoundError" in top.notes[0] and "low confidence" in top.notes[0]
