@@ -167,9 +167,9 @@ def user_code_rule(col, add, root_rank: int | None = None) -> None:
                 f"{_where(pick.raiser)}{called}{msg}{stopped}", [pick.ev, pick.raiser.ev] + evs[1:])
         elif pick.frame is not None:
             add(ID, 0.7, f"{_who(pick.ev)} raised {pick.exc} at {_where(pick.frame)}{msg}{stopped}", evs)
-        elif not strong_cause and ("traceback" in col.facts or "torchrun_failed" in col.facts or not any_signal):
-            # a bare `ValueError: ...` line is any program's error; a traceback or a failed worker makes it a rank's,
-            # and so does a log that shows no other failure at all (a poster who pasted only the error line)
+        elif not strong_cause and ("traceback" in col.facts or "torchrun_failed" in col.facts):
+            # a bare `ValueError: ...` line alone is any program's error; a traceback or a failed worker makes
+            # it a rank's
             add(ID, 0.45, f"low confidence: {_who(pick.ev)} raised {pick.exc}{msg}, and no frame of the job's own "
                           f"code is in the log to say where{stopped}; the full traceback of that rank decides", evs)
         return
