@@ -75,7 +75,7 @@ def test_interface_names_may_differ_per_node_and_a_healthy_log_is_no_failure():
 def test_the_collective_mismatch_error_alone_names_both_readings_with_low_confidence():
     ex = explain("node2:3:4 [0] transport/net_ib.cc:1038 NCCL WARN NET/IB : req 0/1 tag 0 peer 10.0.0.1<58683> "
                  "collective mismatch error, local size 524288 remote size 8388608\n")
-    assert ids(ex)[:2] == ["NCCL_ENV_MISMATCH_ACROSS_NODES", "COLLECTIVE_MISMATCH_ACROSS_RANKS"]
+    assert ids(ex)[:2] == ["COLLECTIVE_MISMATCH_ACROSS_RANKS", "NCCL_ENV_MISMATCH_ACROSS_NODES"]   # the code comment's reading
     assert all(d.confidence < 0.5 for d in ex.diagnoses)
 
 
