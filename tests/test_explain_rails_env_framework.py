@@ -151,3 +151,23 @@ def test_glooss_enforce_condition_says_whether_an_interface_or_the_nodes_own_nam
                     "Unable to find address for node7; bind(2) for 10.9.8.7 failed with: Cannot assign requested address\n")
     assert ids(bound)[0] == "HOSTNAME_UNRESOLVABLE"
 
+
+
+def test_the_dataloaders_own_emfile_message_decides_and_errno_24_alone_is_low():
+    with open(LOGS / "DATALOADER_OPEN_FILES_LIMIT" / "excerpt-dataloader-emfile.log", "rb") as f:
+        ex = explain_stream(f, "x")
+    assert ids(ex)[0] == "DATALOADER_OPEN_FILES_LIMIT" and ex.diagnoses[0].confidence >= 0.5
+    assert "USER_CODE_EXCEPTION" not in ids(ex)   # the message is torch's, explained by the catalog
+    bare = explain("OSError: [Errno 24] Too many open files\n").diagnoses[0]
+    assert bare.failure.id == "DATALOADER_OPEN_FILES_LIMIT" and bare.confidence < 0.5
+    shm = explain("RuntimeError: unable to open shared memory object </torch_1_2_0> in read-write mode: "
+                  "Too many open files (24)\n").diagnoses[0]
+    assert shm.failure.id == "DATALOADER_OPEN_FILES_LIMIT" and shm.confidence >= 0.5
+    cleared = explain("RuntimeError: unable to open shared memory object </torch_1_2_0> in read-write mode: "
+                      "No such file or directory (2)\n")
+    assert "DATALOADER_OPEN_FILES_LIMIT" not in ids(cleared)
+
+
+def test_a_tcp_init_method_without_a_rank_is_a_script_nothing_launched():
+    top = explain("ValueError: Error initializing torch.distributed using tcp:// rendezvous: rank parameter missing\n").diagnoses[0]
+    assert top.failure.id == "SCRIPT_WITHOUT_LAUNCHER" and top.confidence >= 0.5
