@@ -171,3 +171,12 @@ def test_the_dataloaders_own_emfile_message_decides_and_errno_24_alone_is_low():
 def test_a_tcp_init_method_without_a_rank_is_a_script_nothing_launched():
     top = explain("ValueError: Error initializing torch.distributed using tcp:// rendezvous: rank parameter missing\n").diagnoses[0]
     assert top.failure.id == "SCRIPT_WITHOUT_LAUNCHER" and top.confidence >= 0.5
+
+
+def test_windows_getaddrinfo_failure_and_the_flight_recorder_dump_line_are_read():
+    assert ids(explain("socket.gaierror: [Errno 11001] getaddrinfo failed\n"))[0] == "HOSTNAME_UNRESOLVABLE"
+    dump = explain("[rank0]:[E804 23:05:54.817424543 ProcessGroupNCCL.cpp:1914] [PG ID 0 PG GUID 0(default_pg) Rank 0] "
+                   "Received a dump signal due to a collective timeout from  rank 13 and we will try our best to dump the "
+                   "debug info. Last enqueued NCCL work: 2047, last completed NCCL work: 2046.\n")
+    top = dump.diagnoses[0]
+    assert top.failure.id == "NCCL_COLLECTIVE_TIMEOUT" and top.confidence < 0.5
