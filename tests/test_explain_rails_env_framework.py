@@ -180,3 +180,8 @@ def test_windows_getaddrinfo_failure_and_the_flight_recorder_dump_line_are_read(
                    "debug info. Last enqueued NCCL work: 2047, last completed NCCL work: 2046.\n")
     top = dump.diagnoses[0]
     assert top.failure.id == "NCCL_COLLECTIVE_TIMEOUT" and top.confidence < 0.5
+
+
+def test_enomem_from_verbs_in_another_librarys_words_points_at_memlock_with_low_confidence():
+    top = explain("ERROR ibv_create_cq(cqe=4096) failed: Cannot allocate memory.\n").diagnoses[0]
+    assert top.failure.id == "IB_MEMLOCK_LIMIT" and top.confidence < 0.5
