@@ -104,7 +104,7 @@ def step_times(log: Path, t_fault: float, span: float = 60.0) -> tuple[float, fl
 def faults(a) -> None:
     rows = []
     for kind in a.kinds.split(","):
-        for seed in range(a.seeds):
+        for seed in range(a.first_seed, a.first_seed + a.seeds):
             nproc = 3 if kind == "other" else a.nproc
             rank = seed % nproc
             with tempfile.TemporaryDirectory() as tmp:
@@ -338,6 +338,8 @@ def replay(a) -> None:
     import itertools
     import random
 
+    from bench_watch_timeline import named_after
+
     from ddpdoctor.watch.judge import Judge
     from ddpdoctor.watch.straggler import MIN_SAMPLES
     data = {f: [json.loads(ln) for ln in open(f)] for f in a.traces}
@@ -355,7 +357,7 @@ def replay(a) -> None:
     grid = itertools.product([float(x) for x in a.lags.split(",")], [float(x) for x in a.persist.split(",")],
                              [float(x) for x in a.windows.split(",")])
     for lag, persist, win in grid:
-        out, false, hours = [], 0, 0.0
+        out, false, hours, named = [], 0, 0.0, []
         for f, rows in data.items():
             j = Judge(strag_lag=lag, strag_persist=persist, strag_window=win)
             j.min_samples = MIN_SAMPLES * a.thin
@@ -373,8 +375,13 @@ def replay(a) -> None:
                 false += sum(e["kind"] == "straggler" for e in ev)
                 hours += (rows[-1]["t"] - t0) / 3600
             out.append(",".join(f"{e['t'] - t0:.0f}{'S' if e['kind'] == 'straggler' else 'R'}{e['ranks']}" for e in ev) or "-")
+            named += named_after(rows, ev)
         print(f"lag>={lag:.2f} for {persist:.0f} s, window {win:.0f} s: false {false / max(hours, 1e-9):.1f}/h | "
               + " | ".join(out), flush=True)
+        if named:
+            print("  onset -> named (s): " + ", ".join(f"{m}: {'missed' if d is None else f'{d:.0f}'}" for m, d in named)
+                  + "".join(f"; {x}: median {statistics.median([d if d is not None else 999 for m, d in named if m.endswith(x)]):.0f}"
+                            for x in (":0.1", ":0.2") if any(m.endswith(x) for m, d in named)))
 
 
 def _free_port() -> int:
@@ -388,6 +395,7 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("faults")
     f.add_argument("--seeds", type=int, default=3)
+    f.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     f.add_argument("--nproc", type=int, default=2)
     f.add_argument("--job", choices=sorted(JOBS), default="train",
                    help="ddp: tests/watch_jobs/ddp_train.py (DistributedDataParallel, no collective of its own a step)")

@@ -296,6 +296,7 @@ def test_debug_server_sequence_numbers_move_on_nccl_stall_behind_a_gpu_kernel_an
     stops too: the poll is an error within its timeout, never a hang."""
     from ports import free_port
 
+    from ddpdoctor.probes import workerserver
     from ddpdoctor.watch import ranks, seqfeed
     stall = tmp_path / "stall"
     j = job(GPU_JOB_GIB=0.1, GPU_JOB_DEBUG_SERVER=free_port(), TORCH_NCCL_TRACE_BUFFER_SIZE=2000,
@@ -303,7 +304,7 @@ def test_debug_server_sequence_numbers_move_on_nccl_stall_behind_a_gpu_kernel_an
     j.wait_steps(5)
     pid = j.worker()
     time.sleep(3)
-    assert seqfeed.has_debug_server(pid), "no pt_workerserver thread in the rank"
+    assert workerserver.has_debug_server(pid), "no pt_workerserver thread in the rank"
     _, found, _ = ranks.find(j.proc.pid)
     feed = seqfeed.SeqFeed(found)
 

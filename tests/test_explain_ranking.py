@@ -62,11 +62,15 @@ def test_connect_timeout_to_a_name_that_does_not_resolve_is_a_dns_failure():
 
 
 def test_timeout_on_the_port_torchrun_handed_out_means_other_ports_are_blocked():
-    log = ("[E socket.cpp:1028] [c10d] The client socket has timed out after 10000ms while trying to connect to "
-           "(node1, 45705).")
+    # the rendezvous on 29400 worked (its endpoint is in the log), then the store on the port it handed out timed out
+    line = ("[E socket.cpp:1028] [c10d] The client socket has timed out after 10000ms while trying to connect to "
+            "(node1, 45705).")
+    log = "  rdzv_endpoint    : node1:29400\n" + line
     assert ids(log)[0] == "FIREWALL_BLOCKS_PORTS"
     log29500 = log.replace("45705", "29500")
     assert ids(log29500)[0] == "RDZV_ENDPOINT_UNREACHABLE"
+    # without a rendezvous in the log a high port is just the port the job was given (rules.port_after_rendezvous)
+    assert ids(line)[0] == "RDZV_ENDPOINT_UNREACHABLE"
 
 
 def test_info_lines_alone_are_not_a_diagnosis():

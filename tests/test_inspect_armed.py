@@ -53,28 +53,37 @@ def test_watchdog_lines_of_a_log_are_combined():
 @pytest.mark.torchjob
 def test_debug_server_source_says_why_when_there_is_nothing_to_read():
     """--debug-server on a job without one: one line each, never a hang (the live case is in
-    tests/test_inspect_torchjob.py)."""
+    tests/test_inspect_torchjob.py; where the URLs come from: tests/test_workerserver_torchjob.py)."""
     import datetime
+    import os
     import time
 
     torch = pytest.importorskip("torch")
     from ddpdoctor.inspect import debugserver
+    from ports import rank_standin
 
-    assert "no MASTER_ADDR" in debugserver.flight_recorder([{"env": {}}])["error"]
     port = free_port()
-    store = torch.distributed.TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=5),
-                                       wait_for_workers=False)
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
-    fr = debugserver.flight_recorder([{"env": env}], timeout=1.0)
-    assert "no rank registered a debug server" in fr["error"]
+    fr = debugserver.flight_recorder([{"rank": 0, "pid": os.getpid(), "env": env, "world_size": 2}], timeout=1.0)
+    assert fr["error"] == f"no rank runs torch's debug server: no thread named pt_workerserver in rank 0 (pid {os.getpid()})"
     (f,) = J.flight_recorder_agrees(ctx(flightrec=fr))
     assert f.severity is Severity.WARNING and "gave nothing to read" in f.message
-    store.set("debug_server/rank0", "http://127.0.0.1:1")  # registered, but nobody answers there
-    assert "rank 0" in debugserver.flight_recorder([{"env": env}], timeout=1.0)["error"]
-    del store
-    t0 = time.monotonic()
-    assert "cannot read the job's store" in debugserver.flight_recorder([{"env": env}], timeout=1.0)["error"]
-    assert time.monotonic() - t0 < 10
+    assert "start_debug_server()" in f.fix.summary
+    store = torch.distributed.TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=5),
+                                       wait_for_workers=False)
+    rank, _ = rank_standin(("AF_INET6", "::"), ("AF_INET6", "::"))  # the thread, and /proc cannot tell the port
+    try:
+        ranks = [{"rank": 0, "pid": rank.pid, "env": env, "world_size": 2}]
+        assert "holds no debug_server/rank<N>" in debugserver.flight_recorder(ranks, timeout=1.0)["error"]
+        store.set("debug_server/rank0", "http://127.0.0.1:1")  # registered, but nobody answers there
+        assert "rank 0 (http://127.0.0.1:1)" in debugserver.flight_recorder(ranks, timeout=1.0)["error"]
+        del store
+        t0 = time.monotonic()
+        assert "could not be read" in debugserver.flight_recorder(ranks, timeout=1.0)["error"]
+        assert time.monotonic() - t0 < 10
+    finally:
+        rank.kill()
+        rank.wait()
 
 
 def test_gather_judges_dumps_from_node_local_disks_together(tmp_path):

@@ -265,13 +265,42 @@ def test_debug_server_live_flight_recorder_names_the_odd_rank(job):
     j = job(2, "other", env={"HANG_DEBUG_SERVER": str(port), "TORCH_FR_BUFFER_SIZE": "2000"})
     j.wait_ready()
     before = _workers(j.proc.pid)
-    rc, rep = inspect("--pid", str(j.proc.pid), "--debug-server")
+    rc, rep, imported = _inspect_imports("--pid", str(j.proc.pid), "--debug-server")
     (f,) = findings(rep, "DD516")
     assert rc == 1
     assert f["message"].startswith("flight recorder: at collective #4 (all_reduce) of pg 0"), f
     assert "rank 1 called broadcast" in f["message"], f
-    assert f["evidence"]["dir"].startswith("debug server (store ")
+    assert f["evidence"]["dir"] == "debug server"  # one node: every URL from /proc, the store not read
+    assert "torch" not in imported  # no store client to load: inspect stays torch-free
     _unchanged(before, j.proc.pid)
+
+
+def _inspect_imports(*args):
+    """inspect --json under `python -X importtime`: (rc, report, the top-level packages it imported)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "ddpdoctor", "inspect", "--json", *args],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    imported = {ln.rsplit("|", 1)[1].strip().split(".")[0] for ln in p.stderr.splitlines() if ln.startswith("import time:")}
+    return p.returncode, json.loads(p.stdout), imported
+
+
+def test_debug_server_asked_of_a_job_without_one_says_what_was_looked_for_and_the_stacks_still_judge(job):
+    """--debug-server on a job that never called start_debug_server(): DD516 warns in one line — no rank has
+    the server's pt_workerserver thread, and the line that starts it — while the stacks still name rank 1
+    (DD510); the exit code is the stacks' verdict (degraded evidence is not bad input), and torch is not loaded."""
+    j = job(2, "other")
+    j.wait_ready()
+    rc, rep, imported = _inspect_imports("--pid", str(j.proc.pid), "--debug-server")
+    assert rc == 1 and findings(rep, "DD510"), rep
+    (f,) = findings(rep, "DD516")
+    assert f["severity"] == "warning", f
+    assert sorted(r["pid"] for r in rep["ranks"]) == sorted(p for p in _workers(j.proc.pid) if p != j.proc.pid)
+    looked = ", ".join(f"{r['rank']} (pid {r['pid']})" for r in sorted(rep["ranks"], key=lambda r: r["rank"]))
+    assert f["message"] == ("flight recorder: the debug server gave nothing to read: no rank runs torch's debug "
+                            f"server: no thread named pt_workerserver in rank {looked}"), f
+    assert "start_debug_server()" in f["fix"]["summary"] and "tabulate" in f["fix"]["summary"], f
+    assert "torch" not in imported
 
 
 def test_debug_server_stacks_stand_in_where_ptrace_is_denied(job, tmp_path):

@@ -9,7 +9,6 @@ in tests/test_device_gpu.py.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from watchlab import ROOT, Watch, tree
+from watchlab import ROOT, Watch, fake_libcuda, killed_after, tree
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.lab
@@ -28,12 +27,7 @@ LINE_SYNC = next(i + 1 for i, s in enumerate(JOB.read_text().splitlines()) if s.
 
 @pytest.fixture(scope="module")
 def libcuda(tmp_path_factory) -> Path:
-    if not shutil.which("gcc"):
-        pytest.skip("gcc is needed to build the stand-in libcuda.so.1")
-    out = tmp_path_factory.mktemp("fakecuda") / "libcuda.so.1"
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(out), str(JOB.parent / "fake_libcuda.c")],
-                   check=True, timeout=120)
-    return out
+    return fake_libcuda(tmp_path_factory)
 
 
 class Job:
@@ -72,15 +66,8 @@ class Job:
 
 @pytest.fixture
 def job(tmp_path, libcuda):
-    jobs = []
-
-    def start(**kw):
-        j = Job(tmp_path, libcuda, **kw)
-        jobs.append(j)
-        return j
-    yield start
-    for j in jobs:
-        j.kill()
+    with killed_after(lambda **kw: Job(tmp_path, libcuda, **kw)) as start:
+        yield start
 
 
 def test_a_rank_spinning_in_the_cuda_driver_at_one_line_is_named_the_origin_the_job_left_running(job):

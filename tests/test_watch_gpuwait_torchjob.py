@@ -4,7 +4,6 @@ while a device sync waits) through ctypes, for ever, or 0.2 s a call between a f
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -15,16 +14,12 @@ import pytest
 from ddpdoctor.probes import ipsample
 from ddpdoctor.watch import gpuwait
 from ddpdoctor.watch.gpuwait import GpuWatch, driver_only
+from watchlab import fake_libcuda
 
 
 @pytest.fixture(scope="module")
 def libcuda(tmp_path_factory) -> Path:
-    if not shutil.which("gcc"):
-        pytest.skip("gcc is needed to build the stand-in libcuda.so.1")
-    out = tmp_path_factory.mktemp("fakecuda") / "libcuda.so.1"
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(out),
-                    str(Path(__file__).parent / "gpu_jobs" / "fake_libcuda.c")], check=True, timeout=120)
-    return out
+    return fake_libcuda(tmp_path_factory)
 
 
 SPIN = """

@@ -14,17 +14,20 @@ COMPUTE = {"kind": "python", "call": "tanh", "file": "train.py", "line": 48, "fu
 
 
 class Rank:
-    def __init__(self, rank, host="n1", busy=0.5, io=0, where=ALLREDUCE, sig="a", state="S"):
+    def __init__(self, rank, host="n1", busy=0.5, io=0, where=ALLREDUCE, sig="a", state="S", delay=0.0):
+        """busy: its main thread's share of wall time on a CPU; delay: waiting for one (schedstat)."""
         self.rank, self.host, self.pid = rank, host, 100 + rank
         self.busy, self.io_rate, self.where, self.sig, self.state = busy, io, where, sig, state
-        self.run_ns = self.io = 0
+        self.delay = delay
+        self.run_ns = self.io = self.delay_ns = 0
         self.exit = None
 
     def obs(self, t, stack=True, rec=None):
         self.run_ns += int(self.busy * 1e9)
+        self.delay_ns += int(self.delay * 1e9)
         self.io += self.io_rate
         o = {"rank": self.rank, "host": self.host, "pid": self.pid, "world_size": None, "state": self.state,
-             "run_ns": self.run_ns, "delay_ns": 0, "io": self.io,
+             "run_ns": self.run_ns, "delay_ns": self.delay_ns, "io": self.io,
              "stack": {"ok": True, "where": self.where, "sig": self.sig, "active": self.busy > 0} if stack else None}
         if self.exit is not None:
             o.update(state="gone", exit=self.exit, exit_text="killed by SIGKILL" if self.exit == 9 else "exit code 0")
@@ -146,13 +149,14 @@ def test_the_rank_the_others_wait_for_is_the_straggler_with_its_lag_ratio_and_li
 
 
 def test_a_lag_shorter_than_the_persistence_is_no_event():
-    """A rank starved of CPU by other work for 25 s (as seen on the loaded lab machine) is not named."""
+    """A rank starved of CPU by other work for 25 s (as seen on the loaded lab machine: it waits for a CPU
+    0.2 of the time longer, on a CPU as long as the others) is not named."""
     j = Judge()
-    ranks = [Rank(i, busy=0.5) for i in range(2)]
+    ranks = [Rank(i, busy=0.2, delay=0.3) for i in range(2)]
     ev = play_shares(j, ranks, 60, lambda r: 0.25)
-    ranks[1].busy = 0.7
+    ranks[1].delay = 0.5
     ev += play_shares(j, ranks, 25, lambda r: 0.05 if r == 1 else 0.45, start=60)
-    ranks[1].busy = 0.5
+    ranks[1].delay = 0.3
     ev += play_shares(j, ranks, 120, lambda r: 0.25, start=85)
     assert ev == []
 

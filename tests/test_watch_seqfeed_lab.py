@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ports import free_port
-from watchlab import TrainJob, Watch, line_of
+from watchlab import TrainJob, Watch, killed_after, line_of
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.lab
@@ -18,15 +18,10 @@ HANG_GOAL_S = 15.0
 
 @pytest.fixture
 def job(tmp_path):
-    jobs = []
-
-    def start(**kw):
-        j = TrainJob(tmp_path, env={"TRAIN_DEBUG_SERVER": str(free_port()), "TORCH_FR_BUFFER_SIZE": "2000"}, **kw)
-        jobs.append(j)
-        return j
-    yield start
-    for j in jobs:
-        j.kill()
+    def make(**kw):  # a port of its own for rank 0's web page, each job
+        return TrainJob(tmp_path, env={"TRAIN_DEBUG_SERVER": str(free_port()), "TORCH_FR_BUFFER_SIZE": "2000"}, **kw)
+    with killed_after(make) as start:
+        yield start
 
 
 def test_healthy_loop_then_a_sleeping_rank_is_named_from_its_sequence_number(job):
@@ -67,3 +62,30 @@ def test_debug_server_off_names_the_same_hang_from_stacks(job):
         assert e is not None and e["ranks"] == [1] and "seq" not in e and "source" not in e, w.events
     finally:
         w.stop()
+
+
+def test_debug_server_asked_of_a_job_without_one_is_one_line_and_the_hang_is_still_named(tmp_path):
+    """--debug-server on a job that never called start_debug_server(): one line on stderr (no rank has the
+    server's pt_workerserver thread; the line to add), stdout stays events only, and watch goes on with its
+    other measures: the hang is named from the stacks, and the exit code is the events' (1), not bad usage (2)."""
+    j = TrainJob(tmp_path, nproc=2, seconds=90)
+    try:
+        j.wait_ready()
+        w = Watch("--pid", str(j.proc.pid), "--debug-server")
+        try:
+            time.sleep(8)
+            assert w.events == [], w.events
+            t = j.fault("sleep:1")
+            e = w.wait_for("hang", HANG_GOAL_S + 5, after=t)
+            assert e is not None and e["ranks"] == [1] and "seq" not in e, w.events
+        finally:
+            rc = w.stop()
+        assert rc == 1, w.stderr
+        lines = [ln for ln in w.stderr.splitlines() if "debug server" in ln]
+        assert len(lines) == 1, w.stderr
+        assert lines[0].startswith("ddpdoctor watch: "), lines
+        assert ("no rank runs torch's debug server: no thread named pt_workerserver in rank "
+                f"0 (pid {j.rank_pid(0)}), 1 (pid {j.rank_pid(1)})") in lines[0], lines
+        assert "`from torch.distributed.debug import start_debug_server; start_debug_server()`" in lines[0], lines
+    finally:
+        j.kill()

@@ -1,6 +1,6 @@
 """watch/seqfeed.py against servers over real sockets: good answers, and servers that answer badly —
 garbage, huge, slow, redirecting, failing: each gives one line of error for that rank and the feed goes on;
-nothing hangs, nothing is executed. The URLs come from a real TCPStore, as start_debug_server() writes them."""
+nothing hangs, nothing is executed. Where the URLs come from: tests/test_workerserver_torchjob.py."""
 from __future__ import annotations
 
 import http.server
@@ -149,57 +149,45 @@ def test_a_rank_that_keeps_failing_is_asked_less_often(server):
     assert f._by_rank[0].fails == 3 and f._by_rank[0].next - now >= seqfeed.BACKOFF_S - 1
 
 
-def test_urls_come_from_the_jobs_real_store():
-    """torch's TCPStore, as start_debug_server() registers: debug_server/rank<N> -> http://host:port."""
-    torch = pytest.importorskip("torch")
-    import datetime
-
-    from ports import free_port
-    port = free_port()
-    store = torch.distributed.TCPStore("127.0.0.1", port, None, True, timeout=datetime.timedelta(seconds=5))
-    store.set("debug_server/rank0", "http://127.0.0.1:5")
-    store.set("debug_server/rank1", "file:///etc/passwd")  # not an http URL: never asked
-
-    class R(_R):
-        def __init__(self, rank):
-            super().__init__(rank)
-            self.env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
-    assert seqfeed._store_urls([R(0), R(1)]) == {0: "http://127.0.0.1:5"}
-
-
-def test_no_worker_server_thread_means_no_feed_in_auto_mode(tmp_path):
-    import os
+def test_no_worker_server_thread_means_no_feed_in_auto_mode():
     assert seqfeed.for_ranks([type("R", (), {"pid": os.getpid(), "rank": 0})()], "auto") is None
-    proc = tmp_path / "proc" / "7" / "task" / "8"
-    proc.mkdir(parents=True)
-    (proc / "comm").write_text("pt_workerserver\n")
-    assert seqfeed.has_debug_server(7, root=str(tmp_path / "proc"))
 
 
-def _listener(*binds):
-    """A real process listening where torch's ranks do: (family, address) pairs, each on port 0."""
-    import subprocess
-    import sys
-    code = ("import socket,sys,time\n"
-            "for fam, addr in " + repr(list(binds)) + ":\n"
-            "    s = socket.socket(getattr(socket, fam)); s.bind((addr, 0)); s.listen(); globals().setdefault('k', []).append(s)\n"
-            "    print(s.getsockname()[1], flush=True)\n"
-            "time.sleep(60)\n")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    ports = [int(p.stdout.readline()) for _ in binds]
-    return p, ports
+def test_asked_for_on_a_job_without_a_server_says_so_once_with_the_line_to_add():
+    """--debug-server on ranks with no pt_workerserver thread (this process): one note, what was looked for and
+    how to start the server; the feed keeps looking (a server started later) and says nothing more."""
+    notes = []
+    f = seqfeed.SeqFeed([type("R", (), {"pid": os.getpid(), "rank": 0, "env": {}, "world_size": 1})()],
+                        note=notes.append)
+    for k in range(3):
+        f.tick(time.monotonic() + k * seqfeed.RESOLVE_EVERY_S)
+    assert notes == [f"no rank runs torch's debug server: no thread named pt_workerserver in rank 0 (pid {os.getpid()}); "
+                     "to start it, add to every rank after init_process_group: `from torch.distributed.debug import "
+                     "start_debug_server; start_debug_server()` (torch >= 2.10; in torch 2.13 rank 0 also needs "
+                     "`pip install tabulate`, which its web page imports); watching without its sequence numbers, "
+                     "looking again every 30 s"]
+    assert f.latest(0) is None
 
 
-def test_the_worker_servers_port_is_the_ranks_one_ipv6_wildcard_listener():
-    """start_debug_server binds ("::", 0); Gloo and NCCL bind an interface's address, the store MASTER_PORT."""
-    p, (ws, gloo, store) = _listener(("AF_INET6", "::"), ("AF_INET", "127.0.0.1"), ("AF_INET6", "::"))
-    try:
-        assert seqfeed.local_url(p.pid, skip_ports=[store]) == f"http://127.0.0.1:{ws}"
-        assert seqfeed.local_url(p.pid) is None  # two candidates: ambiguous, the store decides
-    finally:
-        p.kill()
-        p.wait()
-    assert seqfeed.local_url(p.pid) is None  # gone
+def test_a_server_found_later_and_one_that_stops_answering_are_each_said_once(server):
+    notes, urls = [], {}
+
+    def resolve(ranks):
+        if not urls:
+            raise LookupError("no rank runs torch's debug server: (looked)")
+        return dict(urls)
+    f = seqfeed.SeqFeed([_R(0)], resolve=resolve, note=notes.append)
+    now = time.monotonic()
+    f.tick(now)
+    urls[0] = server(fr_trace_json=(FIX / "gloo_fr_trace_rank0.json").read_text())
+    f.tick(now + seqfeed.RESOLVE_EVERY_S)
+    assert f.latest(0)["pgs"]
+    assert notes[1:] == ["torch's debug server found in rank 0: reading its sequence numbers"]
+    f._by_rank[0].url = "http://127.0.0.1:1"  # the server went away
+    for k in range(4):
+        f.tick(now + seqfeed.RESOLVE_EVERY_S + (k + 1) * seqfeed.BACKOFF_S)
+    gone = [n for n in notes if "did not answer" in n]
+    assert len(gone) == 1 and gone[0].startswith("rank 0's debug server at http://127.0.0.1:1 did not answer 3 times")
 
 
 def test_a_restarted_rank_is_looked_up_again(server):
@@ -214,21 +202,3 @@ def test_a_restarted_rank_is_looked_up_again(server):
     assert f.latest(0) is None
     f.tick(time.monotonic())
     assert f.latest(0)["pgs"]["0"]["enq"] == 7998
-
-
-def test_a_rank_in_another_network_namespace_is_not_reached_through_our_loopback():
-    import shutil
-    import subprocess
-    import sys
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        pytest.skip("needs root and unshare(1) for a network namespace of its own")
-    code = "import socket,time\ns=socket.socket(socket.AF_INET6); s.bind(('::',0)); s.listen(); print(1, flush=True); time.sleep(60)"
-    p = subprocess.Popen(["unshare", "--net", sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().strip() == "1"
-        pid = next(int(c) for c in open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()) \
-            if open(f"/proc/{p.pid}/comm").read().strip() == "unshare" else p.pid
-        assert seqfeed.local_url(pid) is None
-    finally:
-        p.kill()
-        p.wait()

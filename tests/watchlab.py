@@ -1,4 +1,4 @@
-"""Helpers for `ddpdoctor watch`'s tests on REAL torchrun + Gloo jobs (tests/watch_jobs/train.py).
+"""Helpers for `ddpdoctor watch`'s tests on REAL torchrun + Gloo jobs (tests/watch_jobs/train.py, data.py).
 
 A job runs in a session of its own; faults are injected from outside it (SIGSTOP, SIGKILL, a cgroup v1
 CPU cap) or by writing its FAULT_FILE (the job then sleeps, calls another collective, or its
@@ -7,8 +7,10 @@ line as it arrives, so a test measures the time from injection to verdict.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,12 +20,40 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "tests" / "watch_jobs" / "train.py"
-SRC = JOB.read_text().splitlines()
+DATA = JOB.parent / "data.py"  # what train.py and ddp_train.py share: the DataLoader's Data, augment_batch
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
 
 
-def line_of(marker: str) -> int:
-    return next(i + 1 for i, s in enumerate(SRC) if s.rstrip().endswith(f"# {marker}"))
+def line_of(marker: str, src: Path = JOB) -> int:
+    return next(i + 1 for i, s in enumerate(src.read_text().splitlines()) if s.rstrip().endswith(f"# {marker}"))
+
+
+@contextlib.contextmanager
+def killed_after(make):
+    """`start(**kw)` -> make(**kw), every job it started killed at the end: the body of each watch lab test's
+    `job` fixture (`with killed_after(lambda **kw: TrainJob(tmp_path, **kw)) as start: yield start`)."""
+    jobs = []
+
+    def start(**kw):
+        jobs.append(make(**kw))
+        return jobs[-1]
+    try:
+        yield start
+    finally:
+        for j in jobs:
+            j.kill()
+
+
+def fake_libcuda(tmp_path_factory) -> Path:
+    """tests/gpu_jobs/fake_libcuda.c built as a libcuda.so.1 (it spins in cuStreamSynchronize as the driver
+    does): the one boundary this machine cannot provide, for watch's GPU-wait tests."""
+    import pytest
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is needed to build the stand-in libcuda.so.1")
+    out = tmp_path_factory.mktemp("fakecuda") / "libcuda.so.1"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(out), str(ROOT / "tests" / "gpu_jobs" / "fake_libcuda.c")],
+                   check=True, timeout=120)
+    return out
 
 
 def tree(root: int) -> set[int]:

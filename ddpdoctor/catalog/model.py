@@ -51,7 +51,9 @@ GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", 
          "no cuda", "cuda_visible_devices", "wsl2", "out of memory",
          # words that several rare triggers share (the DeepSpeed launcher's and the shell's kill reports, NCCL's
          # "Could not find ..." WARNs, the driver's version lines, launchers' ssh failures)
-         "kill", "could not find", "driver", " ssh", "is not comp")
+         "kill", "could not find", "driver", " ssh", "is not comp",
+         # torch's `environment variable RANK expected, but not set` and NCCL's `NCCL_X set by environment to V`
+         "environment")
 
 
 @dataclass(frozen=True)

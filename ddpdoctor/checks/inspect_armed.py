@@ -43,8 +43,10 @@ def flight_recorder_agrees(ctx: InspectContext):
     if fr.error:
         if fr.dir.startswith("debug server"):
             yield Finding(Severity.WARNING, f"flight recorder: the {fr.dir} gave nothing to read: {fr.error}",
-                          fix=Fix("call torch.distributed.debug.start_debug_server() in every rank after "
-                                  "init_process_group, or arm the job for dumps", commands=("ddpdoctor arm",)),
+                          fix=Fix("add to every rank after init_process_group: `from torch.distributed.debug "
+                                  "import start_debug_server; start_debug_server()` (torch >= 2.10; in torch 2.13 "
+                                  "rank 0 also needs `pip install tabulate`), or arm the job for dumps",
+                                  commands=("ddpdoctor arm",)),
                           evidence=dict(fr.raw), kind="empty")
             return
         yield Finding(Severity.WARNING, f"flight-recorder dumps in {fr.dir} unreadable: {fr.error}",

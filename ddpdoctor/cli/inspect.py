@@ -28,8 +28,8 @@ from ddpdoctor.validate import BadInput, validate_seconds
               help="Flight-recorder dumps to read (default: the directory the ranks' TORCH_FR_DUMP_TEMP_FILE names).")
 @click.option("--debug-server", is_flag=True,
               help="Read every rank's live flight recorder from torch's debug server (the job called "
-                   "torch.distributed.debug.start_debug_server()), and its stacks where ptrace is denied; "
-                   "loads torch to read the job's store.")
+                   "torch.distributed.debug.start_debug_server()), and its stacks where ptrace is denied. "
+                   "No rank runs one: DD516 says so (a warning), the other checks stand.")
 @click.option("--log", "logs", multiple=True, metavar="FILE",
               help="A log of the job (repeatable): combine its NCCL watchdog lines with the stacks.")
 @report_options

@@ -1,7 +1,7 @@
 """`ddpdoctor watch`: run beside a job until it ends and print one line per event as it happens.
 
-Imports torch only to read the job's TCPStore when its ranks run torch's debug server and /proc does not
-tell its port (watch/seqfeed.py);
+Never imports torch (a debug server's address comes from /proc or the job's TCPStore read over a plain
+socket, probes/workerserver.py; torch's own store client only for a store that speaks another protocol);
 only looks (/proc, py-spy --nonblocking, the debug server's read-only handlers): the job is never paused,
 signalled or changed.
 """
@@ -31,7 +31,8 @@ from ddpdoctor.validate import BadInput
               help="Also append every event (JSON lines) here (default: the armed job's directory, if any).")
 @click.option("--debug-server/--no-debug-server", "debug_server", default=None,
               help="Read each rank's collective sequence numbers from torch's debug server (the job called "
-                   "torch.distributed.debug.start_debug_server()). Default: when a rank runs one.")
+                   "torch.distributed.debug.start_debug_server()). Default: when a rank runs one. Given and "
+                   "no rank runs one: one line on stderr says so, and watch goes on without them.")
 def watch(pid, json_out, deadline, gather, gather_port, wait_s, events_file, debug_server):
     """Name the rank that hangs or lags while the job runs; stop when it ends.
 

@@ -7,66 +7,28 @@ TCPStore under `debug_server/rank<N>` (torch/distributed/debug/__init__.py, _sto
 dump file (torch/csrc/distributed/c10d/control_plane/WorkerServer.cpp). So a running job's
 collective sequence is readable *now*, without waiting for a watchdog timeout to write dumps.
 
-Only looks: one store read per rank (torch's own TCPStore client: no copy of its protocol) and one
-read-only handler call per rank, each with a timeout; redirects are not followed; the body is
-size-capped and decoded as JSON only. Opt-in (`inspect --debug-server`) because the store client
-needs torch (about 1.5 s to import), which inspect otherwise never loads.
+Only looks: where each rank's server listens comes from /proc, and from the job's store for ranks /proc
+cannot place (other nodes, other network namespaces), read over a plain socket without torch
+(probes/workerserver.py); then one read-only handler call per rank, each with a timeout; redirects are
+not followed; the body is size-capped and decoded as JSON only. A job whose ranks run no server is told
+so in one line (what was looked for, and the line that starts it), without reading the store.
 """
 from __future__ import annotations
 
-import datetime
 import json
 import os
-import urllib.parse
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
-PREFIX = "debug_server"  # torch.distributed.debug._store.tcpstore_client's default prefix
+from ddpdoctor.probes import workerserver
+
 MAX_BYTES = 256 << 20    # a 20k-entry buffer is a few MB
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *a, **kw):  # a worker server never redirects; anything that does is not one
-        return None
-
-
-def _store_target(ranks: Sequence[Mapping[str, Any]]) -> tuple[str, int, int] | None:
-    """(MASTER_ADDR, MASTER_PORT, WORLD_SIZE) as the ranks were started with (their environ)."""
-    for r in ranks:
-        env = r.get("env") or {}
-        try:
-            return env["MASTER_ADDR"], int(env["MASTER_PORT"]), int(env.get("WORLD_SIZE") or r.get("world_size") or 0)
-        except (KeyError, ValueError):
-            continue
-    return None
-
-
-def worker_urls(host: str, port: int, world: int, timeout: float) -> dict[int, str]:
-    """rank -> the worker server's URL, for the ranks that registered one (checked, never waited for)."""
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    from torch.distributed import PrefixStore, TCPStore
-
-    store = PrefixStore(PREFIX, TCPStore(host, port, None, False, timeout=datetime.timedelta(seconds=max(0.5, timeout))))
-    out = {}
-    for r in range(world):
-        key = f"rank{r}"
-        if store.check([key]):
-            url = store.get(key).decode("utf-8", "replace")
-            u = urllib.parse.urlsplit(url)
-            if u.scheme == "http" and u.hostname and u.port:
-                out[r] = url.rstrip("/")
-    return out
-
-
 def fetch(url: str, endpoint: str, timeout: float) -> bytes:
-    opener = urllib.request.build_opener(_NoRedirect)
-    req = urllib.request.Request(f"{url}/handler/{endpoint}", data=b"", method="POST")
-    with opener.open(req, timeout=timeout) as resp:
-        body = resp.read(MAX_BYTES + 1)
-    if len(body) > MAX_BYTES:
-        raise ValueError(f"more than {MAX_BYTES >> 20} MiB")
-    return body
+    """The handler's answer, whole within 4 × `timeout` (a large buffer from another node takes a while; a
+    server that trickles is still cut off), at most MAX_BYTES."""
+    return workerserver.http_post(url, f"/handler/{endpoint}", timeout=4 * timeout, cap=MAX_BYTES)
 
 
 def _buffers(ranks: Sequence[Mapping[str, Any]], timeout: float):
@@ -74,18 +36,13 @@ def _buffers(ranks: Sequence[Mapping[str, Any]], timeout: float):
     from ddpdoctor import flightrec
     from ddpdoctor.flightrec.dumps import parse
 
-    target = _store_target(ranks)
-    if target is None:
-        return None, "the ranks' environment names no MASTER_ADDR/MASTER_PORT", "debug server"
-    host, port, world = target
-    where = f"debug server (store {host}:{port})"
-    world = world or len(ranks)
-    try:
-        urls = worker_urls(host, port, world, timeout)
-    except Exception as e:  # noqa: BLE001 - torch raises DistNetworkError/RuntimeError: say it in one line
-        return None, f"cannot read the job's store: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}", where
-    if not urls:
-        return None, "no rank registered a debug server (start_debug_server() was not called)", where
+    found = workerserver.find(ranks, timeout, world=True)
+    where = f"debug server (store {found.store})" if found.store else "debug server"
+    if not found.urls:
+        return None, found.why, where
+    urls = found.urls
+    target = workerserver.store_target(ranks)
+    world = max(len(ranks), target[2] if target else 0, *(1 + r for r in urls))
 
     def one(item):
         rank, url = item
@@ -100,7 +57,8 @@ def _buffers(ranks: Sequence[Mapping[str, Any]], timeout: float):
     with ThreadPoolExecutor(max_workers=min(32, len(urls))) as pool:
         got = list(pool.map(one, sorted(urls.items())))
     dumps = [d for d, _ in got if d is not None]
-    skipped = [why for _, why in got if why] + [f"rank {r}: no debug server registered" for r in range(world) if r not in urls]
+    skipped = ([why for _, why in got if why] + ([found.why] if found.why else [])
+               + [f"rank {r}: no debug server found" for r in range(world) if r not in urls])
     return dumps, skipped, where
 
 
@@ -179,12 +137,8 @@ def stack_dumps(ranks: Sequence[Mapping[str, Any]], timeout: float) -> dict[int,
     not read; {} when the job has no debug server."""
     from ddpdoctor.probes.pyspy import Dump
 
-    target = _store_target(ranks)
-    if target is None:
-        return {}
-    try:
-        urls = worker_urls(target[0], target[1], target[2] or len(ranks), timeout)
-    except Exception:  # noqa: BLE001 - no store, no debug server: the ptrace line stands
+    urls = workerserver.find(ranks, timeout).urls  # this node's ranks: the ones py-spy could not read
+    if not urls:
         return {}
 
     def one(r):

@@ -65,6 +65,12 @@ FACTS = (
     # cuDriverGetVersion: 1000 * major + 10 * minor; NCCL >= 2.12).
     Fact("cuda_driver_version", r"NCCL INFO cudaDriverVersion (?P<v>\d{4,6})", trigger="cudadriverversion",
          example="node1:1354:1354 [0] NCCL INFO cudaDriverVersion 11080"),
+    # NCCL's echo of each NCCL_* variable it reads (NCCL_DEBUG=INFO, subsystem ENV): src/misc/param.cc ncclLoadParam
+    # "%s set by environment to %lld." (v2.18+; "%s set by environment to %lu." in include/param.h before), and the
+    # string settings' own INFO lines ("NCCL_SOCKET_IFNAME set by environment to %s", misc/socket.cc; NCCL_PROTO,
+    # NCCL_ALGO in graph/tuning.cc). Compared across hosts by rules.py (NCCL_ENV_MISMATCH_ACROSS_NODES).
+    Fact("nccl_env", r"\b(?P<var>NCCL_[A-Z0-9_]+) set by environment to (?P<val>[^\s]+)", trigger="set by environment to",
+         example="node1:1234:1234 [0] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608."),
     # torchrun's summary of a failed job (torch/distributed/elastic/multiprocessing/errors).
     Fact("root_cause", r"Root Cause \(first observed failure\)", example="Root Cause (first observed failure):"),
     Fact("summary_host", r"^\s*host\s{2,}: (?P<host>\S+)", trigger="      : ", example="  host      : node1"),

@@ -34,7 +34,8 @@ from ddpdoctor.logscan.native import sigbus_in_nccl
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.matcher import split_origin
 from ddpdoctor.logscan.rules import (cross_line_rules, deepspeed_teardown, driver_older_than_build, explained_hits,
-                                     lookup_warning_only, nccl_release_bug, store_barrier_overfull)
+                                     gid_kind_fits, lookup_warning_only, nccl_release_bug, port_after_rendezvous,
+                                     store_barrier_overfull)
 from ddpdoctor.logscan.user_error import cut_traceback_rule, user_code_rule
 
 MIN_CONFIDENCE = 0.2
@@ -222,6 +223,8 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     differential(col, add, caps)
     sigbus_in_nccl(col, add, caps)
     lookup_warning_only(col, caps)
+    gid_kind_fits(col, caps)
+    port_after_rendezvous(col, caps)
 
     out: list[Diagnosis] = []
     for fid, ws in weights.items():

@@ -14,6 +14,8 @@ Cross-line rules (each cites why):
 * watchdog timeouts at different SeqNum / OpType on different ranks -> UNEVEN_INPUTS_HANG /
   COLLECTIVE_MISMATCH_ACROSS_RANKS (shared/failure-catalog.md §3);
 * several NCCL versions in one job -> NCCL_VERSION_MISMATCH_ACROSS_NODES;
+* one NCCL_* variable echoed with different values by different hosts -> NCCL_ENV_MISMATCH_ACROSS_NODES (NCCL
+  plans each rank's transfers from its own environment; src/misc/param.cc echoes what it read);
 * the same group_rank reported by two hosts -> NODE_RANK_DUPLICATED;
 * Gloo's connect timing out on every host, with no loopback address involved -> FIREWALL_BLOCKS_PORTS;
 * a collective that hung on GeForce GPUs -> CONSUMER_GPU_P2P_BROKEN (then NCCL_P2P_ACS_IOMMU_HANG);
@@ -41,6 +43,10 @@ from ddpdoctor.catalog.model import CLUE
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
 LOCALHOST = {"localhost", "127.0.0.1", "::1"}
+# NCCL variables that name per-host things (interfaces, HCAs, files, the host id): they may differ between nodes
+# (checks/cluster.py DD717 _PER_NODE_OK, plus NCCL's per-host file and library paths).
+_NCCL_PER_NODE_OK = {"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_HOSTID", "NCCL_TOPO_FILE", "NCCL_TOPO_DUMP_FILE",
+                     "NCCL_GRAPH_FILE", "NCCL_GRAPH_DUMP_FILE", "NCCL_DEBUG_FILE", "NCCL_IBVERBS_LIB", "NCCL_COMM_ID"}
 
 # Signatures (by name, in any failure mode) of connection failures that a name-resolution failure of the
 # same host explains, and of the store-connection error that a store host going away explains.
@@ -63,6 +69,8 @@ SIGNATURES_USED = (
     ("NCCL_RELEASE_BUG", "TOPO_CPU_ATTRIBUTE_MISSING"), ("NCCL_RELEASE_BUG", "NET_ID_NOT_FOUND"),
     ("NCCL_RELEASE_BUG", "KERNEL_SHARED_MEM_EXCEEDS_DEVICE"),
     ("DEEPSPEED_LAUNCHER_TEARDOWN", "KILLING_SUBPROCESS"), ("DEEPSPEED_LAUNCHER_TEARDOWN", "MAIN_PROCESS_RECEIVED_SIGNAL"),
+    ("FIREWALL_BLOCKS_PORTS", "STORE_CONNECT_TIMEOUT_ANY"),
+    ("IB_CROSS_RAIL_UNREACHABLE", "MODIFY_QP_TIMEOUT_V4_GIDS"), ("IB_FABRIC_FAULT", "RETRY_EXCEEDED_V4_GIDS"), ("IB_CROSS_RAIL_UNREACHABLE", "HINT_NOT_CROSS_RAIL_CONNECTED"),
 )
 
 
@@ -195,6 +203,23 @@ def cross_line_rules(col: Collector, add) -> None:
         evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts.get("nccl_version", [])][:4]
         add("NCCL_VERSION_MISMATCH_ACROSS_NODES", 0.85, f"NCCL versions {', '.join(versions)} in one job", evs)
 
+    # One NCCL variable with different values on different hosts (NCCL's ENV echo; DD717 checks the same before a
+    # job). Interface, HCA and per-host file names may differ (DD717's _PER_NODE_OK, and NCCL's per-host files).
+    per_var: dict[str, dict[str, set[str]]] = {}
+    for v in col.facts.get("nccl_env", []):
+        var = v.value.get("var", "")
+        if v.host and var not in _NCCL_PER_NODE_OK:
+            per_var.setdefault(var, {}).setdefault(v.value.get("val", "").rstrip(".,"), set()).add(v.host)
+    differ = {var: vals for var, vals in per_var.items() if len(vals) >= 2 and len(set().union(*vals.values())) >= 2}
+    if differ:
+        var, vals = sorted(differ.items())[0]
+        said = "; ".join(f"{val} on {', '.join(sorted(hs)[:2])}" for val, hs in sorted(vals.items())[:3])
+        evs = [Evidence(v.line, v.text, v.host, v.rank) for v in col.facts["nccl_env"]
+               if v.value.get("var") == var][:4]
+        add("NCCL_ENV_MISMATCH_ACROSS_NODES", 0.6 if col.failed else 0.3,
+            f"{var} differs between hosts ({said}){f' and {len(differ) - 1} more variable(s)' if len(differ) > 1 else ''}: "
+            "ranks plan their transfers from their own settings", evs)
+
     # Two hosts with the same node rank (static rendezvous prints group_rank per agent).
     by_rank: dict[str, set[str]] = {}
     for v in col.facts.get("group_rank", []):
@@ -271,6 +296,41 @@ def lookup_warning_only(col: Collector, caps) -> None:
         return
     caps.set("HOSTNAME_UNRESOLVABLE", 0.3, "only the IPv6 lookup of the name failed, which c10d follows with an IPv4 "
              "attempt, and nothing fails after it in this log: likely harmless; `getent ahostsv4 <name>` decides")
+
+
+def port_after_rendezvous(col: Collector, caps) -> None:
+    """A store connect timeout to a high port reads as the MASTER_PORT torchrun's c10d rendezvous picked after it
+    succeeded (FIREWALL_BLOCKS_PORTS: the rendezvous port is open, that one not) only when the log shows such a
+    rendezvous (its endpoint on another port, a run id or a node rank it assigned) or a connection to the store on that
+    port that did get through (another process reached it). Without one, a high port is just
+    the port the job was given, and the timeout says no more than that the store did not answer."""
+    hits = col.sig_values("FIREWALL_BLOCKS_PORTS", "STORE_CONNECT_TIMEOUT_ANY")
+    if not hits:
+        return
+    ports = {g.get("port") for g, _, _ in hits}
+    rdzv_ports = {v.value.get("port") for v in col.facts.get("rdzv_endpoint", [])}
+    if rdzv_ports - ports or "run_id" in col.facts or "group_rank" in col.facts:
+        return
+    # ... or a socket of the store on that very port that did connect (another process reached it: it listens, and
+    # only this connection is dropped)
+    if any(v.value.get("port") in ports for v in col.facts.get("store_addr", [])):
+        return
+    caps.set("FIREWALL_BLOCKS_PORTS", 0.4, "low confidence: the port is high, but nothing in the log shows a rendezvous "
+             "that picked it after succeeding on another port; `nc -zv <master> <port>` from another node decides")
+
+
+def gid_kind_fits(col: Collector, caps) -> None:
+    """NCCL >= 2.24 prints both GIDs of a queue pair that failed to connect (misc/ibvwrap.cc ibvModifyQpLog). A timeout
+    between two IPv4-mapped GIDs (RoCE v2 IPv4 entries, what a right NCCL_IB_GID_INDEX picks) is not a wrong GID
+    index: no path joins the two NICs (NCCL 2.30.7's own hint for ETIMEDOUT: NICs not cross-rail connected)."""
+    if (col.sig_evidence(["IB_CROSS_RAIL_UNREACHABLE"], "MODIFY_QP_TIMEOUT_V4_GIDS")
+            or col.sig_evidence(["IB_CROSS_RAIL_UNREACHABLE"], "HINT_NOT_CROSS_RAIL_CONNECTED")):
+        caps.set("IB_ROCE_GID_MISMATCH", 0.3, "low confidence: the queue pair timed out between two RoCE v2 IPv4 GIDs "
+                 "(or NCCL itself points at rails): the GID index is the right kind; `show_gids` on both nodes decides")
+    elif col.sig_evidence(["IB_FABRIC_FAULT"], "RETRY_EXCEEDED_V4_GIDS"):
+        # the same for a completion error NCCL printed the GIDs of (2.19+): routable GIDs, retries lost on the path
+        caps.set("IB_ROCE_GID_MISMATCH", 0.3, "low confidence: the retries ran out between two RoCE v2 IPv4 GIDs: the "
+                 "GID index is the right kind; `show_gids` on both nodes decides")
 
 
 def deepspeed_teardown(col: Collector, add) -> None:

@@ -27,12 +27,18 @@ KEEP = 8            # unexplained exceptions kept (the first ones: the first fai
 NEAR = 200          # lines between the last frame of a traceback and its exception line
 KEEP_WRITERS = 64   # writers (host, rank) whose last frame is kept
 ID = "USER_CODE_EXCEPTION"
+FRAMEWORK_ID = "TRAINING_FRAMEWORK_EXCEPTION"
 
 # Installed code: site/dist-packages, the interpreter's lib, frozen modules, and the big frameworks' packages
 # wherever they were copied (a vendored `.../accelerate/state.py` is still accelerate, not the job).
 _LIBRARY = re.compile(r"(?i)[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d[\d.]*[/\\]|^<|\\lib\\[^\\]+\.py$|"
                       r"[/\\](?:torch|accelerate|transformers|deepspeed|lightning|pytorch_lightning|lightning_fabric|"
                       r"megatron|vllm|ray|trl|peft|datasets|colossalai|apex|fairseq|mmcv|mmengine|detectron2)[/\\]")
+# The training frameworks whose own code raising is TRAINING_FRAMEWORK_EXCEPTION (the raising frame, the traceback's
+# last, is in their package): the package directory names the framework.
+_FRAMEWORK = re.compile(r"[/\\](?P<fw>accelerate|transformers|deepspeed|lightning|pytorch_lightning|lightning_fabric|"
+                        r"megatron|trl|peft|colossalai|fairseq|mmengine|mmcv|detectron2|torchtune|llamafactory|verl|"
+                        r"swift|nemo)[/\\]")
 # torch.distributed's own exceptions and the launcher's wrappers: distributed failures or their echo.
 # torch's own device, process-group and process-spawning code: a traceback that ends there is the set-up's
 _SETUP = re.compile(r"[/\\]torch[/\\](?:cuda|distributed|multiprocessing)[/\\]")
@@ -77,6 +83,7 @@ class Raised:
     msg: str
     ev: Evidence
     frame: Frame | None          # the last frame of the job's code in the traceback above it
+    raiser: Frame | None = None  # the traceback's last frame (where it was raised), when it is near
 
 
 @dataclass
@@ -111,7 +118,9 @@ class Tracker:
 
     def exception(self, groups: dict, ev: Evidence, explained: bool) -> None:
         key = (ev.host, ev.rank)
-        self.last_frame.pop(key, None)
+        raiser = self.last_frame.pop(key, None)
+        if raiser is not None and not 0 <= ev.line - raiser.ev.line <= NEAR:
+            raiser = None
         frame = self._last_user.get(key)
         self.open_tb.pop(key, None)
         self._into_setup.discard(key)
@@ -121,7 +130,7 @@ class Tracker:
         if explained or len(self.raised) >= KEEP or _DIST_TYPES.search(exc) or (
                 _DIST_WORDS.search(msg + " " + exc) and not _PLACEMENT.search(msg)):
             return
-        self.raised.append(Raised(exc, msg, ev, frame))
+        self.raised.append(Raised(exc, msg, ev, frame, raiser))
 
     def stop(self, ev: Evidence, sig: str = "") -> None:
         if sig == "SIGINT" and self.interrupted is None:
@@ -159,7 +168,14 @@ def user_code_rule(col, add, root_rank: int | None = None) -> None:
         pick = next((r for r in raised if root_rank is not None and r.ev.rank == root_rank), raised[0])
         msg = f": {pick.msg[:160]}" if pick.msg else ""
         evs = [pick.ev] + ([pick.frame.ev] if pick.frame else []) + ([t.stop_ev] if t.stop_ev else [])
-        if pick.frame is not None:
+        fw = _FRAMEWORK.search(pick.raiser.file) if pick.raiser is not None else None
+        if fw and not is_user_frame(pick.raiser.file):
+            # raised inside a training framework's own code: name the framework's line, and the job's call into it
+            called = f" (called from {_where(pick.frame)})" if pick.frame else ""
+            add(FRAMEWORK_ID, 0.7 if pick.msg else 0.45,
+                f"{'' if pick.msg else 'low confidence: '}{_who(pick.ev)} raised {pick.exc} in {fw.group('fw')}'s code at "
+                f"{_where(pick.raiser)}{called}{msg}{stopped}", [pick.ev, pick.raiser.ev] + evs[1:])
+        elif pick.frame is not None:
             add(ID, 0.7, f"{_who(pick.ev)} raised {pick.exc} at {_where(pick.frame)}{msg}{stopped}", evs)
         elif not strong_cause and ("traceback" in col.facts or "torchrun_failed" in col.facts):
             # a bare `ValueError: ...` line alone is any program's error; a traceback or a failed worker makes

@@ -79,9 +79,15 @@ class NodeView:
         self.gpu = GpuWatch()   # a rank that spins in the CUDA driver at one Python line (watch/gpuwait.py)
         # torch's debug server in the ranks: their collective sequence numbers (watch/seqfeed.py)
         self.debug_server = debug_server
-        self.seqfeed = seqfeed.for_ranks(found, debug_server)
+        self.seqfeed = seqfeed.for_ranks(found, debug_server, self.note)
         self._seq_seen: dict[int, float] = {}
         self._next_seqcheck = time.monotonic() + SEQCHECK_EVERY_S
+
+    def note(self, line: str) -> None:
+        """A line for the user that is not an event (a source of evidence missing): stderr, so that --json's
+        stdout stays events only; under --gather each node's own stderr reaches srun's."""
+        sys.stderr.write(f"ddpdoctor watch: {self.host}: {line}\n")
+        sys.stderr.flush()
 
     def _launcher_children(self) -> dict[int, tuple[int, ...]] | None:
         """The children of every process that started a rank (agent, wrapper, parent): an elastic restart,
@@ -97,7 +103,7 @@ class NodeView:
         if self.seqfeed is None and self.debug_server == "auto" and now >= self._next_seqcheck:
             self._next_seqcheck = now + SEQCHECK_EVERY_S  # a server started after watch did
             self.seqfeed = seqfeed.for_ranks([self.ranks[p] for p in self.ranks if p not in self.reported_gone],
-                                             "auto")
+                                             "auto", self.note)
 
     def _rescan(self, now: float) -> None:
         kids = None

@@ -22,10 +22,12 @@ Both handlers are C++ lambdas run on the server's own (pre-started) httplib thre
 in the rank; the recorder's mutex is held only while its entries are copied (dump_entries).
 
 Only looks: the URL from /proc (the rank's one listener on the IPv6 wildcard: `_WorkerServer("::", 0)`),
-or, when that is ambiguous, a TCPStore read (torch's own client: importing torch costs 1.5 s, 15-40 s under
-load), then HTTP POSTs to the registered URL with a connect/read timeout and an overall
+or, when that is ambiguous, a read of the job's TCPStore over a plain socket (probes/workerserver.py: no
+torch), then HTTP POSTs to the registered URL with a connect/read timeout and an overall
 deadline, no redirects, a size cap, JSON only. Polling runs in one daemon thread: a slow or hostile
-server never delays watch's tick.
+server never delays watch's tick. What the user should know (no rank runs a server although --debug-server
+asked for it, a store that cannot be read, a server that stopped answering) is said once each, through
+`note` (watch: one line on stderr), and watch goes on with its other measures.
 """
 from __future__ import annotations
 
@@ -34,13 +36,10 @@ import os
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from ddpdoctor.inspect.debugserver import _NoRedirect
-from ddpdoctor.probes import proctable
+from ddpdoctor.probes import workerserver
 
 CHEAP_EVERY_S = 2.0    # pg_status only (NCCL's handler): a few hundred bytes
 FULL_EVERY_S = 30.0    # the CPU recorder's whole buffer, while every rank moves
@@ -50,52 +49,15 @@ CHEAP_MAX = 1 << 20    # pg_status of a few hundred groups
 FULL_MAX = 64 << 20    # a 100k-entry buffer
 RESOLVE_EVERY_S = 30.0  # ranks with no URL yet (started later, an elastic restart): read the store again
 BACKOFF_S = 30.0       # a rank whose server failed 3 times in a row: asked again only this often
-THREAD_NAME = "pt_workerserver"  # c10::setThreadName in WorkerServer.cpp
 NCCL_EP = "dump_nccl_trace_json"
 CPU_EP = "fr_trace_json"
 SEQ_MAX = 1 << 62
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)  # a worker server never redirects
-
-
-def has_debug_server(pid: int, root: str = "/proc") -> bool:
-    """The rank runs torch's worker server: one of its threads is named pt_workerserver (no torch needed)."""
-    try:
-        tids = os.listdir(f"{root}/{pid}/task")
-    except OSError:
-        return False
-    for tid in tids:
-        try:
-            with open(f"{root}/{pid}/task/{tid}/comm") as f:
-                if f.read(32).strip() == THREAD_NAME:
-                    return True
-        except OSError:
-            continue
-    return False
-
-
 def post(url: str, endpoint: str, query: str = "", *, timeout: float = TIMEOUT_S, cap: int = CHEAP_MAX) -> bytes:
     """POST <url>/handler/<endpoint>?<query>; the body, or an exception. The whole answer within `timeout`
-    (a server that trickles bytes is cut off), at most `cap` bytes, status 200 only."""
-    full = f"{url}/handler/{endpoint}" + (f"?{query}" if query else "")
-    req = urllib.request.Request(full, data=b"", method="POST")
-    end = time.monotonic() + timeout
-    with _OPENER.open(req, timeout=timeout) as resp:
-        if resp.status != 200:
-            raise ValueError(f"HTTP {resp.status}")
-        chunks, n = [], 0
-        while True:
-            if time.monotonic() > end:
-                raise TimeoutError(f"answer not complete within {timeout:g} s")
-            b = resp.read1(65536)
-            if not b:
-                break
-            n += len(b)
-            if n > cap:
-                raise ValueError(f"answer larger than {cap >> 10} KiB")
-            chunks.append(b)
-    return b"".join(chunks)
+    (a server that trickles bytes is cut off), at most `cap` bytes, status 200 only (probes/workerserver.py)."""
+    return workerserver.http_post(url, f"/handler/{endpoint}" + (f"?{query}" if query else ""), timeout=timeout, cap=cap)
 
 
 def _int(v: Any) -> int | None:
@@ -187,9 +149,12 @@ class SeqFeed:
     """Polls each rank's sequence numbers in a daemon thread; `latest(rank)` is what watch/observe.py adds
     to that rank's observation as "seq" (a fresh dict per poll, so the judge sees each poll once)."""
 
-    def __init__(self, ranks: Iterable[Any], *, resolve=None, clock=time.monotonic):
+    def __init__(self, ranks: Iterable[Any], *, resolve=None, clock=time.monotonic,
+                 note: Callable[[str], None] | None = None):
         self.ranks = {r.rank: r for r in ranks}
         self._resolve = resolve or _urls
+        self._note = note or (lambda line: None)   # one line for the user (watch: stderr), each news once
+        self._said: set[str] = set()
         self._clock = clock
         self._lock = threading.Lock()
         self._by_rank: dict[int, _Rank] = {}
@@ -228,6 +193,14 @@ class SeqFeed:
         if self._thread is not None:
             self._thread.join(timeout=TIMEOUT_S + 1)
 
+    def _say(self, line: str) -> None:
+        if line not in self._said:
+            self._said.add(line)
+            try:
+                self._note(line)
+            except Exception:  # noqa: BLE001 - a closed stderr must not stop the feed
+                pass
+
     # -------------------------------------------------------------- the thread
     def _run(self) -> None:
         with ThreadPoolExecutor(max_workers=8, thread_name_prefix="ddpdoctor-seq") as pool:
@@ -245,10 +218,17 @@ class SeqFeed:
             self._next_resolve = now + RESOLVE_EVERY_S
             try:
                 urls = self._resolve(list(self.ranks.values()))
-                self.error = "" if urls else ("no rank runs torch's debug server (no pt_workerserver thread, "
-                                              "nothing registered in the job's store)")
-            except Exception as e:  # noqa: BLE001 - DistNetworkError, a store that went away: one line
-                urls, self.error = {}, f"cannot read the job's store: {str(e).strip()[:160] or type(e).__name__}"
+                self.error = "" if urls else "no rank's debug server was found"
+            except LookupError as e:  # what was looked for, and the line that starts a server
+                urls, self.error = {}, str(e)
+            except Exception as e:  # noqa: BLE001 - a bug in a resolver must not stop the feed: one line
+                urls, self.error = {}, f"the ranks' debug servers could not be looked up: {type(e).__name__}: {e}"[:300]
+            new = sorted(r for r in urls if r not in self._by_rank)
+            if self.error:
+                self._say(f"{self.error}; watching without its sequence numbers, looking again every "
+                          f"{RESOLVE_EVERY_S:.0f} s")
+            elif new and self._said:  # a server found after a note said there was none
+                self._say(f"torch's debug server found in rank {','.join(map(str, new))}: reading its sequence numbers")
             with self._lock:
                 for rank, url in urls.items():
                     if rank in self.ranks and (rank not in self._by_rank or self._by_rank[rank].url != url):
@@ -276,6 +256,9 @@ class SeqFeed:
         else:
             every = CHEAP_EVERY_S
         r.next = now + (BACKOFF_S if r.fails >= 3 else every)
+        if r.fails == 3:
+            self._say(f"rank {r.rank}'s debug server at {r.url} did not answer 3 times ({res['error']}); "
+                      f"asked again every {BACKOFF_S:.0f} s, watching with the other measures")
         with self._lock:
             r.last = res
 
@@ -283,7 +266,7 @@ class SeqFeed:
         if r.mode in (None, NCCL_EP):
             try:
                 pgs = parse_body(post(r.url, NCCL_EP, "includecollectives=false"))
-            except urllib.error.HTTPError as e:
+            except workerserver.HTTPError as e:
                 if e.code != 404 or r.mode == NCCL_EP:  # 404: a CPU build has no NCCL recorder handler
                     raise
                 pgs = {}
@@ -302,76 +285,24 @@ class SeqFeed:
         return pgs
 
 
-def local_url(pid: int, skip_ports: Iterable[int] = (), root: str = "/proc") -> str | None:
-    """The worker server's URL from /proc alone (no torch): the one TCP socket the rank listens on at the
-    IPv6 wildcard address — start_debug_server binds `_WorkerServer("::", 0)`; Gloo and NCCL listen on an
-    interface's address, the job's TCPStore on MASTER_PORT (skipped). None when there is not exactly one, or
-    the rank is in another network namespace than watch."""
-    try:  # 127.0.0.1 is the rank's loopback only in the rank's network namespace (a container: not ours)
-        if os.readlink(f"{root}/{pid}/ns/net") != os.readlink(f"{root}/self/ns/net"):
-            return None
-    except OSError:
-        return None
-    inodes = proctable.socket_inodes(pid, root)
-    if inodes is None:
-        return None
-    skip = {int(p) for p in skip_ports}
-    ports = set()
-    try:
-        with open(f"{root}/{pid}/net/tcp6") as f:
-            next(f, None)
-            for line in f:
-                col = line.split()
-                if len(col) < 10 or col[3] != "0A" or col[9] not in inodes:
-                    continue
-                addr, _, port = col[1].partition(":")
-                if addr == "0" * 32 and int(port, 16) not in skip:
-                    ports.add(int(port, 16))
-    except (OSError, ValueError):
-        return None
-    return f"http://127.0.0.1:{ports.pop()}" if len(ports) == 1 else None
-
-
 def _urls(ranks: list[Any]) -> dict[int, str]:
-    """rank -> URL: from /proc where it is unambiguous, else from the job's TCPStore (imports torch)."""
-    out = {}
-    serving = [r for r in ranks if has_debug_server(r.pid)]  # no thread yet: nothing registered either
-    for r in serving:
-        env = r.env or {}
-        skip = [int(env["MASTER_PORT"])] if str(env.get("MASTER_PORT", "")).isdigit() else []
-        url = local_url(r.pid, skip)
-        if url:
-            out[r.rank] = url
-    missing = [r for r in serving if r.rank not in out]
-    if missing:
-        try:
-            stored = _store_urls(ranks)
-        except Exception:  # noqa: BLE001 - the store read is the fallback: what /proc gave stands
-            if not out:
-                raise
-            stored = {}
-        out.update({r.rank: stored[r.rank] for r in missing if r.rank in stored})
-    return out
+    """rank -> URL (probes/workerserver.py: /proc, else the job's store, neither importing torch); raises
+    LookupError with the one line that says what was looked for when no rank's server was found."""
+    found = workerserver.find(ranks, TIMEOUT_S)
+    if not found.urls:
+        raise LookupError(found.why if found.serving else f"{found.why}; {workerserver.START_HELP}")
+    return found.urls
 
 
-def _store_urls(ranks: list[Any]) -> dict[int, str]:
-    """rank -> URL from the job's TCPStore (torch's client: inspect/debugserver.py's worker_urls)."""
-    from ddpdoctor.inspect.debugserver import _store_target, worker_urls
-    target = _store_target([{"env": r.env or {}, "world_size": r.world_size} for r in ranks])
-    if target is None:
-        raise ValueError("the ranks' environment names no MASTER_ADDR/MASTER_PORT")
-    host, port, world = target
-    return worker_urls(host, port, world or (max(r.rank for r in ranks) + 1), TIMEOUT_S)
-
-
-def for_ranks(ranks: Iterable[Any], mode: str) -> SeqFeed | None:
-    """mode "on" (--debug-server), "auto" (only when a rank runs a worker server), "off"."""
+def for_ranks(ranks: Iterable[Any], mode: str, note: Callable[[str], None] | None = None) -> SeqFeed | None:
+    """mode "on" (--debug-server: asked for, so a job without the server is told so, through `note`),
+    "auto" (only when a rank runs a worker server: a job without one hears nothing), "off"."""
     ranks = list(ranks)
     if mode == "off" or not ranks:
         return None
-    if mode == "auto" and not any(has_debug_server(r.pid) for r in ranks):
+    if mode == "auto" and not any(workerserver.has_debug_server(r.pid) for r in ranks):
         return None
-    return SeqFeed(ranks).start()
+    return SeqFeed(ranks, note=note).start()
 
 
 def observation(feed: SeqFeed | None, rank: int, seen: dict[int, float]) -> Mapping[str, Any] | None:

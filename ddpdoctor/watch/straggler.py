@@ -13,11 +13,13 @@ a lag only the samples see (a rank asleep outside the collective: a starved Data
 half its size. Both are compared over the same seconds: the samples' (10 s chunks, trailing schedstat by
 up to 11 s), with schedstat's alone from their end to now. A rank is lagging at a judgement (every 5 s)
 when its lag is the largest and >= 10 % of the step; it is named a straggler when the same rank lagged
-at every judgement for 40 s, or when its excess over 6 % has accumulated to 5 lag-seconds over >= 25 s
-(a large lag sooner; a dip of one chunk does not start it again). A rank starved of CPU by other work on
-the machine is a straggler for the job too, but a transient one is not an event: on the loaded 2-core
-lab machine healthy ranks lagged 10-18 % for up to 35 s (excess 4.0); the rule was chosen by replaying
-recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
+at every judgement for 40 s, or sooner by a CUSUM of its main thread's CPU time against the others', block
+by block (5 s, read every second, so counted from the second a lag starts): its excess over the others'
+median, clipped at 40 %, above 12 % accumulates to 3 s over >= 30 s while the samples over those seconds
+agree that the others wait for it.
+A rank starved of CPU by other work on the machine is a straggler for the job too, but a transient one is
+not an event: on the loaded 2-core lab machine healthy ranks lagged 10-18 % for up to 35 s; the rules were
+chosen by replaying recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
 
 DDP all-reduces inside loss.backward(): when no rank's samples show an explicit collective, the share of
 samples in backward (autograd's compute, the same on every rank, and the reducer's wait) replaces the
@@ -41,9 +43,17 @@ MIN_SAMPLES = 120
 STRAGGLER_LAG = 0.10      # share of every step the others wait for it (docs/watch.md: chosen on recorded traces)
 STRAGGLER_PERSIST_S = 40.0  # the same rank lagging at every judgement for this long (healthy ranks: up to 40 s)
 STRAGGLER_EVERY_S = 5.0
-EXCESS_K = 0.06        # lag above this accumulates (lag-seconds, over judgements) ...
-EXCESS_H = 5.0         # ... to this: 20 % for 36 s, 30 % for 21 s (the healthy traces: at most 4.0)
-EXCESS_MIN_S = 25.0    # ... over at least this long, and lagging >= 10 % at the judgement that names it
+# The CPU CUSUM (docs/watch.md "Straggler"): each 5 s block, how much more CPU time a rank's main thread
+# got than the others' median, relative to it; clipped, above RUN_K, it accumulates to RUN_H (chosen by
+# replaying the recorded traces, bench_watch.py replay)
+RUN_K = 0.12           # a block's excess above this accumulates ... (healthy traces: the most over 20 s 0.10,
+                       # over 45 s 0.15; a +10 % step: 0.17-0.31 over its whole fault)
+RUN_H = 3.0            # ... to this many seconds (a +10 % step at 0.17: 60 s, at 0.26: 30 s; the healthy
+                       # traces, 55 min at load 5-22: at most 1.9)
+RUN_CLIP = 0.40        # a block counts at most this much: one burst (a rank catching up on a core) adds little
+RUN_MIN_S = 30.0       # the accumulation has gone on this long (a shorter transient is not an event) ...
+SAMPLES_AGREE = 0.03   # ... and over those seconds the samples show the others waiting for it this much more
+MIN_RUN_SHARE = 0.005  # the others' CPU share under which a ratio against it means nothing
 EXPLICIT_WAIT = 0.02  # a rank's share of samples in an explicit collective under which it shows none
 MIN_PART = 0.05      # the median rank's own part (or busy share) under which a ratio against it is not printed
 STRAGGLER_MIN_WAIT = 0.10  # ranks waiting in their collectives at least this share for a node to hold them back
@@ -60,8 +70,10 @@ class StragglerJudge:
         self.strag_lag, self.strag_persist, self.strag_window = lag, persist, window
         self.min_samples = MIN_SAMPLES  # bench_watch.py replay --thin lowers it with the simulated rate
         self.straggler: dict[str, Any] | None = None  # the open straggler event
-        # every judgement: (t, lagging rank or None, the largest lag, its excess, that rank, since when)
+        # every judgement: (t, lagging rank or None, the largest lag)
         self._strag_seen: deque = deque(maxlen=200)
+        self._cusum: dict[tuple, list] = {}   # rank -> [excess-seconds accumulated, since when]
+        self._cusum_t: float | None = None    # the last judgement: where this block of CPU time starts
         self._strag_next = 0.0
         self.qdisc: dict[str, deque] = {}   # host -> (t, {dev: shaper counters}) (watch/sample.py qdiscs)
         self._net_seen: deque = deque(maxlen=200)   # (t, held-back host or None)
@@ -174,6 +186,8 @@ class StragglerJudge:
             return []
         self._strag_next = now + STRAGGLER_EVERY_S
         sh = self.shares(now)
+        # schedstat alone: it accumulates from the watch's first seconds, before the samples are enough to judge
+        fast = self._run_cusum(now, sh)
         net = self._judge_net(now, sh)
         if net is not None:
             return net
@@ -184,30 +198,27 @@ class StragglerJudge:
         key = max(lag, key=lambda k: lag[k])
         if self.straggler is not None:
             k0 = self.straggler["_key"]
-            if k0 in lag and lag[k0] >= self.strag_lag / 2:
-                return []
+            if k0 in lag and (lag[k0] >= self.strag_lag / 2 or self._cpu_excess(k0, now) >= RUN_K):
+                return []  # still lagging, or still getting more CPU than the others: not recovered
             self.straggler = None
             self._strag_seen.clear()
+            self._cusum.clear()
             return [self._event("recovered", [self.ranks[k0]], now, detail="no longer keeps the others waiting")]
-        # the lag in excess of EXCESS_K accumulated while the same rank lags the most (a CUSUM): a large lag
-        # is named sooner than a small one, and a lag that dips under 10 % for a judgement or two (the
-        # samples of one chunk) keeps what it accumulated, where the 40 s rule starts again
-        prev = self._strag_seen[-1] if self._strag_seen else None
-        dt = min(now - prev[0], 2 * STRAGGLER_EVERY_S) if prev else STRAGGLER_EVERY_S
-        carried = prev[3] if prev and prev[4] == key else 0.0
-        excess = max(0.0, carried + dt * (lag[key] - EXCESS_K))
-        since = prev[5] if carried > 0 and excess > 0 else now  # when this run of excess began
-        self._strag_seen.append((now, key if lag[key] >= self.strag_lag else None, lag[key], excess, key, since))
+        self._strag_seen.append((now, key if lag[key] >= self.strag_lag else None, lag[key]))
         # keep one judgement at or before the start of the persistence span (judgements come every 5-6 s)
         while len(self._strag_seen) > 1 and self._strag_seen[1][0] <= now - self.strag_persist:
             self._strag_seen.popleft()
         seen = list(self._strag_seen)
         if seen[0][0] <= now - self.strag_persist and {s[1] for s in seen} == {key}:
-            pass  # lagging at every judgement for STRAGGLER_PERSIST_S
-        elif excess >= EXCESS_H and now - since >= EXCESS_MIN_S and lag[key] >= self.strag_lag:
-            seen = [s for s in seen if s[0] >= since]
+            pass  # the mean of both measures lagging at every judgement for STRAGGLER_PERSIST_S
+        elif fast is not None and fast[0] in lag:
+            key, since = fast
+            # how much: the judgements whose 20 s windows are mostly after it began (the first ones still
+            # average the seconds before the onset in)
+            seen = [s for s in seen if s[0] >= since + self.strag_window / 2] or seen[-1:]
         else:
             return []
+        self._cusum.clear()
         t = self.ranks[key]
         v = sh[key]
         others = [o for k, o in sh.items() if k != key]
@@ -241,6 +252,74 @@ class StragglerJudge:
                          cause=why, others_wait=round(med_wait, 3))
         self.straggler = {"_key": key, **ev}
         return [ev]
+
+    def _run_cusum(self, now: float, sh: Mapping[tuple, Mapping[str, Any]]) -> tuple[tuple, float] | None:
+        """A CUSUM of each rank's CPU excess over the 5 s block since the last judgement: x = its main
+        thread's CPU time (schedstat on-CPU, without the time it waited for a CPU) over the others' median,
+        minus 1; S = max(0, S + dt * (min(x, RUN_CLIP) - RUN_K)). -> (rank, since when it accumulates) when one
+        is to be named: S >= RUN_H, accumulated for RUN_MIN_S, still in excess over this block, and the
+        samples over those seconds agree that the others wait for it (SAMPLES_AGREE).
+
+        Why on-CPU time, block by block: it is read every second, so a lag is counted from the second it
+        starts (the samples come in 10 s chunks written when py-spy ends, watch/record.py: judged over 20 s
+        windows they trail an onset by 10-20 s). On a loaded machine the busy share's variation (sd 0.08-0.12
+        a 5 s block at load 10-22 on 2 cores) is the time ranks wait for a CPU: one rank gets the cores for a
+        while. The time they are on a CPU varies far less: the scheduler shares the cores fairly between
+        runnable threads, so ranks with the same work get the same CPU time (healthy traces: sd 0.04-0.06 of
+        the median's, at most 0.10 more over 20 s and 0.15 over 45 s), while a rank with more work in its step gets
+        more (a +10 % step: 0.17-0.31 more, its own part's excess, not the step's). A rank slowed without
+        more work (a CPU cap, a busy core, asleep outside the collective) gets no more CPU: the 40 s rule on
+        both measures names it."""
+        prev, self._cusum_t = self._cusum_t, now
+        if prev is None or now - prev > 4 * STRAGGLER_EVERY_S:
+            self._cusum.clear()  # a gap (the job hung, ranks changed): start again
+            return None
+        run = {k: _run(self.ranks[k].ticks, prev - 0.5, now) for k in sh if not self.ranks[k].gone}
+        run = {k: r for k, r in run.items() if r is not None}
+        if len(run) < 2:
+            return None
+        dt = now - prev
+        best = None
+        self._cusum = {k: v for k, v in self._cusum.items() if k in run}  # ranks gone (an elastic restart)
+        for k, r in run.items():
+            med = statistics.median(v for j, v in run.items() if j != k)
+            if med < MIN_RUN_SHARE:
+                continue
+            x = r / med - 1
+            acc = self._cusum.get(k)
+            carried, since = (acc if acc and acc[0] > 0 else (0.0, prev))
+            s = max(0.0, carried + dt * (min(x, RUN_CLIP) - RUN_K))
+            self._cusum[k] = [s, since]
+            if s >= RUN_H and now - since >= RUN_MIN_S and x >= RUN_K and (best is None or s > best[1]):
+                if self._samples_lag(k, since, now) >= SAMPLES_AGREE:
+                    best = (k, s, since)
+        return (best[0], best[2]) if best else None
+
+    def _cpu_excess(self, key, now: float) -> float:
+        """A rank's on-CPU time over the last window against the others' median, minus 1 (0 when unknown)."""
+        run = {k: _run(t.ticks, now - self.strag_window, now) for k, t in self.ranks.items() if not t.gone}
+        others = [r for k, r in run.items() if k != key and r is not None]
+        if run.get(key) is None or not others or statistics.median(others) < MIN_RUN_SHARE:
+            return 0.0
+        return run[key] / statistics.median(others) - 1
+
+    def _samples_lag(self, key, a: float, b: float) -> float:
+        """The samples' lag of a rank over the chunks that ended from a to b (the last chunk before b if none):
+        the others' median share of samples in a collective (in backward for DDP) minus its own."""
+        def share(t):
+            ch = [c for c in t.chunks if a < c[0] <= b] or [c for c in t.chunks if c[0] <= b][-1:]
+            n = sum(c[1] for c in ch)
+            if n < self.min_samples / 3:
+                return None
+            bwd = sum(c[4] for c in ch) / n if all(len(c) > 4 and c[4] is not None for c in ch) else None
+            return sum(c[2] for c in ch) / n, bwd
+        shares = {k: share(t) for k, t in self.ranks.items() if not t.gone}
+        if any(v is None for v in shares.values()) or key not in shares:
+            return 0.0
+        i = 0 if any(v[0] > EXPLICIT_WAIT for v in shares.values()) else 1
+        if any(v[i] is None for v in shares.values()):
+            return 0.0
+        return statistics.median(v[i] for k, v in shares.items() if k != key) - shares[key][i]
 
     def held_back(self, now: float) -> dict[str, tuple[float, str, dict]]:
         """Per host: its egress shaper's rate of delayed packets over the window (the most of its devices),
@@ -329,3 +408,11 @@ def _busy(ticks, a: float, b: float) -> float:
     if len(sel) < 2 or sel[-1][0] - sel[0][0] < 0.5:
         return 0.0
     return min(1.0, (sel[-1][1] - sel[0][1]) / 1e9 / (sel[-1][0] - sel[0][0]))
+
+
+def _run(ticks, a: float, b: float) -> float | None:
+    """A rank's on-CPU share from a to b (busy ns less the ns it waited for a CPU); None without 2 ticks."""
+    sel = [x for x in ticks if a <= x[0] <= b]
+    if len(sel) < 2 or sel[-1][0] - sel[0][0] < 0.5:
+        return None
+    return max(0.0, (sel[-1][1] - sel[-1][2]) - (sel[0][1] - sel[0][2])) / 1e9 / (sel[-1][0] - sel[0][0])

@@ -7,7 +7,7 @@ reducer waits. Every 50 steps one `all_reduce` votes whether to stop (a job's oc
 collective), so that every rank leaves after the same step.
 
 Faults by writing FAULT_FILE: `lag:R:FRACTION` makes rank R compute FRACTION of the healthy step time
-more every step (a wall-clock spin of matmuls before its forward, as tests/watch_jobs/train.py does).
+more every step (a wall-clock spin of matmuls before its forward: data.py's augment_batch, shared with train.py).
 """
 import os
 import time
@@ -16,73 +16,36 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from data import StepClock, augment_batch, batches, fault  # shared with train.py: the fault file, the data, the compute
+
 dist.init_process_group("gloo")
 rank = dist.get_rank()
-FAULT_FILE = os.environ.get("FAULT_FILE", "")
 SECONDS = float(os.environ.get("TRAIN_SECONDS", "60"))
-WORK = int(os.environ.get("TRAIN_WORK", "6"))
 DEVICE_S = float(os.environ.get("TRAIN_DEVICE_S", "0.03"))
 torch.manual_seed(rank)
-
-
-def fault():
-    try:
-        with open(FAULT_FILE) as f:
-            parts = f.read().strip().split(":")
-    except OSError:
-        return None, None, 0.0
-    if len(parts) < 3:  # being written
-        return None, None, 0.0
-    return parts[0], int(parts[1]), float(parts[2])
-
-
-class Data(torch.utils.data.Dataset):
-    def __len__(self):
-        return 1 << 30
-
-    def __getitem__(self, i):
-        return torch.randn(64)
-
-
-def augment_batch(x, extra_s=0.0):
-    w = torch.ones(256, 256) / 256
-    y = x.repeat(1, 4)
-    for _ in range(WORK):
-        y = torch.tanh(y @ w)  # LINE_AUGMENT
-    spin_end = time.monotonic() + extra_s
-    while time.monotonic() < spin_end:
-        y = torch.tanh(y @ w)  # LINE_LAG
-    return y[:, :64]
 
 
 model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(),
                                                     torch.nn.Linear(512, 512), torch.nn.ReLU(),
                                                     torch.nn.Linear(512, 1)))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-loader = iter(torch.utils.data.DataLoader(Data(), batch_size=256, num_workers=1, prefetch_factor=4))
+loader = batches()
 print(f"ready {rank}", flush=True)
 end = time.monotonic() + SECONDS
-step = 0
-step_s = None  # the healthy step time (moving average), what `lag` is a fraction of
-t_step = time.monotonic()
+clock = StepClock(rank)
 while True:
     kind, who, frac = fault()
-    x = augment_batch(next(loader), frac * step_s if kind == "lag" and who == rank and step_s else 0.0)
+    x = augment_batch(next(loader), 1.0, frac * clock.step_s if kind == "lag" and who == rank and clock.step_s else 0.0)
     loss = model(x).pow(2).mean()
     opt.zero_grad()
     loss.backward()  # LINE_BACKWARD: DDP all-reduces the gradients in here
     opt.step()
-    step += 1
-    t, t_step = t_step, time.monotonic()
-    if kind is None:
-        step_s = (t_step - t) if step_s is None else 0.98 * step_s + 0.02 * (t_step - t)
-    if step % 20 == 0:  # the benchmark reads its step time from these lines
-        print(f"rank {rank} step {step} at {time.monotonic():.1f}", flush=True)
-    if step % 50 == 0:
+    clock.tick(faulted=kind is not None)
+    if clock.step % 50 == 0:
         stop = torch.tensor([float(time.monotonic() > end)])
         dist.all_reduce(stop)  # LINE_VOTE
         if stop.item() > 0:
             break
     time.sleep(DEVICE_S)  # LINE_DEVICE
-print(f"done {rank} steps={step}", flush=True)
+print(f"done {rank} steps={clock.step}", flush=True)
 dist.destroy_process_group()

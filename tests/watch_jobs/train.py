@@ -6,12 +6,16 @@ more every step (a wall-clock spin of matmuls, measured against the step time be
 
 Each step: a batch from a DataLoader (one worker process per rank), forward/backward of a small MLP,
 the gradients all-reduced explicitly (as DDP does, in one bucket), an SGD step. Runs TRAIN_SECONDS.
+The fault file's reader, the Dataset (`loader`) and augment_batch (`slow`, `lag`) are in data.py, shared
+with ddp_train.py.
 """
 import os
 import time
 
 import torch
 import torch.distributed as dist
+
+from data import StepClock, augment_batch, batches, fault  # beside this file: the fault file, the data, the compute
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -21,60 +25,23 @@ if os.environ.get("TRAIN_DEBUG_SERVER"):  # torch's debug server: watch reads ea
         start_debug_server(port=int(os.environ["TRAIN_DEBUG_SERVER"]))
     except ImportError:  # rank 0's HTML frontend needs extra packages; the worker servers are up already
         pass
-FAULT_FILE = os.environ.get("FAULT_FILE", "")
 SECONDS = float(os.environ.get("TRAIN_SECONDS", "60"))
-WORK = int(os.environ.get("TRAIN_WORK", "6"))  # matmuls per step in augment_batch: the compute to slow down
 DEVICE_S = float(os.environ.get("TRAIN_DEVICE_S", "0.03"))  # a blocked phase per step, as a GPU kernel's wait
 torch.manual_seed(rank)
 
 
-def fault():
-    try:
-        with open(FAULT_FILE) as f:
-            parts = f.read().strip().split(":")
-    except OSError:
-        return None, None, 1.0
-    if len(parts) < 2:  # being written
-        return None, None, 1.0
-    return parts[0], int(parts[1]), float(parts[2]) if len(parts) > 2 else 1.0
-
-
-class Data(torch.utils.data.Dataset):
-    def __len__(self):
-        return 1 << 30
-
-    def __getitem__(self, i):
-        kind, who, _ = fault()
-        if kind == "loader" and who == int(os.environ["RANK"]):
-            time.sleep(3600)  # LINE_LOADER
-        return torch.randn(64)
-
-
-def augment_batch(x, factor, extra_s=0.0):
-    w = torch.ones(256, 256) / 256
-    y = x.repeat(1, 4)
-    for _ in range(int(WORK * factor)):
-        y = torch.tanh(y @ w)  # LINE_AUGMENT
-    spin_end = time.monotonic() + extra_s
-    while time.monotonic() < spin_end:
-        y = torch.tanh(y @ w)  # LINE_LAG
-    return y[:, :64]
-
-
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-loader = iter(torch.utils.data.DataLoader(Data(), batch_size=256, num_workers=1, prefetch_factor=4))
+loader = batches()
 print(f"ready {rank}", flush=True)
 end = time.monotonic() + SECONDS
-step = 0
-step_s = None  # the healthy step time (moving average), what `lag` is a fraction of
-t_step = time.monotonic()
+clock = StepClock(rank)
 while True:
     kind, who, factor = fault()
     mine = who == rank
     x = next(loader)
     x = augment_batch(x, factor if kind == "slow" and mine else 1.0,
-                      factor * step_s if kind == "lag" and mine and step_s else 0.0)
+                      factor * clock.step_s if kind == "lag" and mine and clock.step_s else 0.0)
     loss = model(x).pow(2).mean()
     opt.zero_grad()
     loss.backward()
@@ -88,12 +55,7 @@ while True:
     if grads[-1] > 0:
         break
     opt.step()
-    step += 1
-    t, t_step = t_step, time.monotonic()
-    if kind is None:
-        step_s = (t_step - t) if step_s is None else 0.98 * step_s + 0.02 * (t_step - t)
-    if step % 20 == 0:  # the benchmark reads its step time from these lines
-        print(f"rank {rank} step {step} at {time.monotonic():.1f}", flush=True)
+    clock.tick(faulted=kind is not None)
     time.sleep(DEVICE_S)  # LINE_DEVICE
-print(f"done {rank} steps={step}", flush=True)
+print(f"done {rank} steps={clock.step}", flush=True)
 dist.destroy_process_group()
