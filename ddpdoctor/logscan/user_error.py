@@ -132,6 +132,18 @@ class Tracker:
             return
         self.raised.append(Raised(exc, msg, ev, frame, raiser))
 
+    def next_line(self, ev: Evidence, explained: bool) -> None:
+        """A message that ends in `:` (or is empty) goes on over the next line(s): CPython prints a multi-line
+        message as it is, and c10's errors (`NCCL error in: ...`) put the cause under a first line that is only
+        the failing call. When the line right under it is a catalog signature's or names the distributed stack,
+        the exception is theirs, not the job's code."""
+        if not self.raised:
+            return
+        last = self.raised[-1]
+        if (last.ev.host, last.ev.rank) == (ev.host, ev.rank) and ev.line == last.ev.line + 1 \
+                and (not last.msg or last.msg.endswith(":")) and (explained or _DIST_WORDS.search(ev.text)):
+            self.raised.pop()
+
     def stop(self, ev: Evidence, sig: str = "") -> None:
         if sig == "SIGINT" and self.interrupted is None:
             self.interrupted = ev.line
