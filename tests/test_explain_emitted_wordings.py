@@ -1,7 +1,7 @@
 """Failures read from the wording of the code that prints them (issue 23, batch 8): DataLoader workers out of file
 descriptors (torch's `_try_get_data`, CPython's `recvfds`, ATen's MapAllocator), a SignalException whose message was
 lost, a module-qualified lowercase exception (`socket.gaierror`), an exception whose message goes on over the next
-lines (c10's `NCCL error in:`), a store that did not answer with no sign of a launch, and cudaErrorDevicesUnavailable.
+lines (c10's `NCCL error in:`), and cudaErrorDevicesUnavailable.
 Lines are the templates as those releases fill them."""
 import io
 
@@ -82,15 +82,6 @@ def test_an_exception_whose_message_goes_on_to_an_nccl_error_is_not_the_job_s_co
                    "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 1) of "
                    "binary: /usr/bin/python3"])
     assert top(own)[0] == "USER_CODE_EXCEPTION"
-
-
-def test_a_store_that_does_not_answer_with_no_launch_in_the_log_is_the_endpoint_not_a_firewall():
-    line = ("[E416 15:40:10.861069241 socket.cpp:1023] [c10d] The client socket has timed out after 300000ms while "
-            "trying to connect to (mo.example.cn, 40613).")
-    assert top(explain([line]))[0] == "RDZV_ENDPOINT_UNREACHABLE"
-    launched = explain([line, "E1121 05:48:24.548000 30383 site-packages/torch/distributed/elastic/multiprocessing/"
-                              "api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 30402) of binary: /usr/bin/python3"])
-    assert top(launched)[0] == "FIREWALL_BLOCKS_PORTS"
 
 
 def test_a_gpu_that_refuses_a_second_context_points_at_ranks_sharing_it_with_low_confidence():
