@@ -14,7 +14,8 @@ is never hit reads exactly 0, so a 5 s block's throttled share over its peers' i
 noise from the load at all.
 
 CUSUM on x = its cgroup's throttled share over the block - the median of the other ranks' (those in other
-cgroups): S = max(0, S + dt * (min(x, THR_CLIP) - THR_K)); named when S >= THR_H after >= THR_MIN_S, its
+cgroups; 0 for a block where their median is over PEERS_FREE: they are throttled too):
+S = max(0, S + dt * (min(x, THR_CLIP) - THR_K)); named when S >= THR_H after >= THR_MIN_S, its
 last block still throttled (x >= THR_K), and the samples over those seconds agree that the others wait for
 it (watch/straggler.py SAMPLES_AGREE). A rank whose cgroup holds other ranks of the job is not judged here
 (they are throttled together: the whole job in one capped cgroup slows every rank alike, no straggler).
@@ -29,6 +30,7 @@ from typing import Any, Mapping
 THR_K = 0.02      # a block's throttled share above its peers' over this accumulates ... (never-hit quota: 0)
 THR_H = 0.4       # ... to this many throttled seconds (a +10 % step via a cap: throttled 0.05-0.15 of the wall)
 THR_CLIP = 0.5    # a block counts at most this much: one burst over the quota adds little
+PEERS_FREE = 0.02  # the others' median throttled share under which a block counts (they run unthrottled)
 THR_MIN_S = 20.0  # accumulated for this long, counted from the start of its first block (a 10 s burst is not an event)
 
 
@@ -124,7 +126,11 @@ class CapCusum:
             others = [o for j, o in thr.items() if j != k]
             if not others:
                 continue
-            x = v - statistics.median(others)
+            # only while its peers are (all but) unthrottled: where every rank runs under a quota it reaches,
+            # their throttled shares differ block to block by as much as a cap's (a random walk the CUSUM
+            # would turn into an event): that job is left to the 40 s rule
+            med = statistics.median(others)
+            x = v - med if med <= PEERS_FREE else 0.0
             a = self.acc.get(k)
             carried, since = (a if a and a[0] > 0 else (0.0, prev))
             s = max(0.0, carried + dt * (min(x, THR_CLIP) - THR_K))
