@@ -12,6 +12,7 @@ PORT = 29400
 DD = [sys.executable, "-m", "ddpdoctor"]
 JOB_TIMEOUT = 10   # init_process_group timeout inside the job (seconds)
 HANG_WALL = 30     # a job that hangs is killed after this; "hung" = still running then
+OK_WALL = 90       # a job expected to work or to fail with a message: torch's import alone took 30 s+ at CI's load
 
 
 def start_listener(lab, node="node1", expect=1, timeout=20):

@@ -221,6 +221,8 @@ class StragglerJudge:
             pass  # the mean of both measures lagging at every judgement for STRAGGLER_PERSIST_S
         elif (fast or capped) is not None and (fast or capped)[0] in lag:
             key, since = fast or capped
+            if self.held_back(now).get(self.ranks[key].host, (0.0,))[0] >= NET_HELD_PER_S:
+                return []  # its node's egress shaper delays packets: the network rule names the node
             by_cap = fast is None
             # how much: the judgements whose 20 s windows are mostly after it began (the first ones still
             # average the seconds before the onset in)
@@ -352,11 +354,14 @@ class StragglerJudge:
             a = [x for x in q if x[0] >= now - self.strag_window]
             if len(a) < 2 or a[-1][0] - a[0][0] < self.strag_window * 0.5:
                 continue
-            dt = a[-1][0] - a[0][0]
             best = (0.0, "", {})
             for dev, row in a[-1][1].items():
-                old = a[0][1].get(dev)
-                if old and old.get("kind") == row.get("kind"):
+                # from the first reading with this shaper: one added during the window counts from then,
+                # not only once the window has passed its start (a rank's CPU CUSUM would name first)
+                t0, old = next(((x[0], x[1][dev]) for x in a if x[1].get(dev, {}).get("kind") == row.get("kind")),
+                               (None, None))
+                dt = a[-1][0] - t0 if t0 is not None else 0.0
+                if old and dt >= self.strag_window * 0.25:
                     r = max(0, row["overlimits"] - old["overlimits"]) / dt
                     if r > best[0]:
                         best = (r, dev, row)
