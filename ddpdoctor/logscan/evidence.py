@@ -82,6 +82,8 @@ class Collector:
     def add(self, lm: LineMatch) -> None:
         # a line a catalog cause/symptom explains is not an unexplained exception of the job's code
         explained = any(r.fact is None and r.signature is not None and r.signature.role != CLUE for r, _ in lm.matches)
+        if self.user.raised and not any(r.fact is not None and r.fact.name == "exception" for r, _ in lm.matches):
+            self.user.next_line(Evidence(lm.line, lm.text, lm.host, lm.rank), explained)
         for rule, groups in lm.matches:
             if rule.fact is not None:
                 self._add_fact(rule, groups, lm, explained)

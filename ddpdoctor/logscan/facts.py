@@ -136,8 +136,11 @@ FACTS = (
     Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
          example="Traceback (most recent call last):"),
     # The last line of a Python traceback: `SomeError: message` (with or without a module path; indented
-    # when a poster quoted it).
-    Fact("exception", r"^\s*(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error)(?::\s*(?P<msg>.*)|\s*$)",
+    # when a poster quoted it). CPython's traceback (TracebackException.format_exception_only) prefixes the
+    # type's module unless it is builtins/__main__, so a lowercase class of a C module reads `socket.gaierror`,
+    # `socket.herror`, `zlib.error`: a qualified name ending in `error` is an exception line too.
+    Fact("exception", r"^\s*(?:\[rank\d+\]:\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error|"
+         r"(?:[A-Za-z_]\w*\.)+[a-z]\w*error)(?::\s*(?P<msg>.*)|\s*$)",
          trigger="error", example="RuntimeError: something went wrong"),
     # Every frame of a traceback (CPython traceback.py: '  File "{}", line {}, in {}'): user_error.py keeps the
     # last frame of the job's own code per rank, which names where an exception was raised. Same trigger as

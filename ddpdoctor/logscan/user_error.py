@@ -54,6 +54,11 @@ _DIST_WORDS = re.compile(r"(?i)\bcuda\b|nccl|cudnn|cublas|\bc10d\b|gloo|socket|t
 # cpu for argument #1".
 _PLACEMENT = re.compile(r"Expected all tensors to be on the same device|Expected object of device type \w+ but got")
 
+# The distributed stack's own error text, as the line under an exception whose message ends in ':' (torch's
+# C10D_NCCL_CHECK: "NCCL error in: <file>:<line>, <reason>, NCCL version ..."; C10_CUDA_CHECK: "CUDA error: ...";
+# Gloo's enforce: "[enforce fail at .../gloo/..."), not any line that mentions CUDA.
+_STACK_ERROR = re.compile(r"NCCL error in:|CUDA error: |\benforce fail at [^\n]*gloo|ProcessGroup\w*\.cpp:\d+")
+
 # A paste that lost its newlines glues the next log records onto the exception line; a person reads each record
 # header as a new line: a glog header (torch's C++ and elastic logs: `W0227 23:25:08.126000 227320 `), a rank
 # prefix (`[rank3]:`, `[default0]:`).
@@ -131,6 +136,18 @@ class Tracker:
                 _DIST_WORDS.search(msg + " " + exc) and not _PLACEMENT.search(msg)):
             return
         self.raised.append(Raised(exc, msg, ev, frame, raiser))
+
+    def next_line(self, ev: Evidence, explained: bool) -> None:
+        """A message that ends in `:` (or is empty) goes on over the next line(s): CPython prints a multi-line
+        message as it is, and c10's errors (`NCCL error in: ...`) put the cause under a first line that is only
+        the failing call. When the line right under it is a catalog signature's or names the distributed stack,
+        the exception is theirs, not the job's code."""
+        if not self.raised:
+            return
+        last = self.raised[-1]
+        if (last.ev.host, last.ev.rank) == (ev.host, ev.rank) and ev.line == last.ev.line + 1 \
+                and (not last.msg or last.msg.endswith(":")) and (explained or _STACK_ERROR.search(ev.text)):
+            self.raised.pop()
 
     def stop(self, ev: Evidence, sig: str = "") -> None:
         if sig == "SIGINT" and self.interrupted is None:

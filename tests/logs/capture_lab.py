@@ -239,6 +239,12 @@ CAPTURES = [
                  "kills it"),
     Capture("dataloader-small-shm", "DATALOADER_SHM_BUS_ERROR", _setup_small_shm, script=_job("shm_dataloader.py"),
             **SINGLE, note="/dev/shm is an 8 MB tmpfs in the node"),
+    # A real open-files limit: the launcher's shell lowers `ulimit -n` (a login class, a container's nofile) and
+    # the trainer keeps every storage its DataLoader workers pass it as a descriptor (file_descriptor strategy).
+    Capture("dataloader-open-files-limit", "DATALOADER_OPEN_FILES_LIMIT", nodes=ONE, run="shell", wall=90,
+            shell=["/bin/sh", "-c", f"ulimit -n 256; exec {sys.executable} -m torch.distributed.run --standalone "
+                   f"--nproc-per-node=2 --max-restarts=0 --monitor-interval=0.5 {_job('fd_dataloader.py')}"],
+            note="ulimit -n 256 in the launcher's shell; each sample is four tensors the trainer keeps"),
     Capture("no-init-process-group", "DEFAULT_PG_NOT_INITIALIZED", script=_job("no_init.py"), **SINGLE),
     Capture("ddp-unused-head", "DDP_UNUSED_PARAMETERS", script=_job("ddp_unused.py"), **SINGLE),
     Capture("user-valueerror-rank1", "USER_CODE_EXCEPTION", script=_job("user_valueerror.py"), **SINGLE,
