@@ -153,6 +153,9 @@ def healthy(a) -> None:
         job = TrainJob(Path(tmp), nproc=a.nproc, seconds=a.seconds + 60, job=JOBS[a.job], env=_ds_env(a))
         try:
             job.wait_ready()
+            # --quota: every rank in a cgroup of its own under a CPU quota it never reaches (watch must not
+            # name a rank for being in a capped cgroup, only for being throttled by it)
+            caps = [CpuCap(job.rank_pid(r), a.quota) for r in range(a.nproc)] if a.quota else []
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             ranks0 = {r: _cpu_s(job.rank_pid(r)) for r in range(a.nproc)}
             w = Watch("--pid", str(job.proc.pid), "--deadline", str(a.seconds), *_ds_args(a))
@@ -170,7 +173,11 @@ def healthy(a) -> None:
             wall = time.monotonic() - t0
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             ranks1 = {r: _cpu_s(job.rank_pid(r)) for r in range(a.nproc)}
+            for c in caps:
+                print(f"quota {a.quota:g} CPU, {c.dir}: " + " ".join((c.dir / "cpu.stat").read_text().split()[:6]))
         finally:
+            for c in caps:
+                c.close()
             job.kill()
     cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
     bad = [e for e in w.events if e["kind"] != "summary"]
@@ -408,6 +415,7 @@ def main() -> None:
     h.add_argument("--job", choices=sorted(JOBS), default="train",
                    help="ddp: tests/watch_jobs/ddp_train.py (DistributedDataParallel, no collective of its own a step)")
     h.add_argument("--debug-server", action="store_true", help="the job starts torch's debug server")
+    h.add_argument("--quota", type=float, default=0, help="every rank in its own cgroup v1 CPU quota of this many CPUs")
     c = sub.add_parser("seqcost")
     c.add_argument("--entries", type=int, default=2000)
     c.add_argument("--polls", type=int, default=50)

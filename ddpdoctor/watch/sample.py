@@ -22,6 +22,7 @@ from typing import Any
 
 from ddpdoctor.inspect.where import locate, signature
 from ddpdoctor.probes import pyspy
+from ddpdoctor.watch.capjudge import parse_cpu_stat
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,9 @@ def cpu_stat_path(pid: int) -> str | None:
 
 
 def throttled_ns(path: str | None) -> int:
+    """The cgroup's throttled time in ns (v1 throttled_time, v2 throttled_usec: watch/capjudge.py)."""
     txt = _read(path) if path else None
-    for line in (txt or "").splitlines():
-        k, _, v = line.partition(" ")
-        if k == "throttled_time":
-            return int(v)
-        if k == "throttled_usec":
-            return int(v) * 1000
-    return 0
+    return parse_cpu_stat(txt)["throttled_ns"] if txt else 0
 
 
 def proc_tick(pid: int, now: float | None = None) -> ProcTick:

@@ -16,7 +16,8 @@ when its lag is the largest and >= 10 % of the step; it is named a straggler whe
 at every judgement for 40 s, or sooner by a CUSUM of its main thread's CPU time against the others', block
 by block (5 s, read every second, so counted from the second a lag starts): its excess over the others'
 median, clipped at 40 %, above 12 % accumulates to 3 s over >= 30 s while the samples over those seconds
-agree that the others wait for it.
+agree that the others wait for it; or by the same CUSUM on its cgroup's throttled time (a CPU quota,
+watch/capjudge.py), which a capped rank's CPU time cannot show.
 A rank starved of CPU by other work on the machine is a straggler for the job too, but a transient one is
 not an event: on the loaded 2-core lab machine healthy ranks lagged 10-18 % for up to 35 s; the rules were
 chosen by replaying recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
@@ -36,6 +37,7 @@ import statistics
 from collections import Counter, deque
 from typing import Any, Mapping
 
+from ddpdoctor.watch import capjudge
 from ddpdoctor.watch.record import CHUNK_S
 
 STRAGGLER_WINDOW_S = 20.0  # lag estimated over this (two 10 s record chunks of watch/record.py: ≈160 samples a rank)
@@ -74,6 +76,7 @@ class StragglerJudge:
         self._strag_seen: deque = deque(maxlen=200)
         self._cusum: dict[tuple, list] = {}   # rank -> [excess-seconds accumulated, since when]
         self._cusum_t: float | None = None    # the last judgement: where this block of CPU time starts
+        self._cap = capjudge.CapCusum()       # the same, on the cgroup's throttled time (watch/capjudge.py)
         self._strag_next = 0.0
         self.qdisc: dict[str, deque] = {}   # host -> (t, {dev: shaper counters}) (watch/sample.py qdiscs)
         self._net_seen: deque = deque(maxlen=200)   # (t, held-back host or None)
@@ -187,7 +190,9 @@ class StragglerJudge:
         self._strag_next = now + STRAGGLER_EVERY_S
         sh = self.shares(now)
         # schedstat alone: it accumulates from the watch's first seconds, before the samples are enough to judge
+        prev = self._cusum_t
         fast = self._run_cusum(now, sh)
+        capped = self._cap_cusum(prev, now, sh)
         net = self._judge_net(now, sh)
         if net is not None:
             return net
@@ -198,8 +203,10 @@ class StragglerJudge:
         key = max(lag, key=lambda k: lag[k])
         if self.straggler is not None:
             k0 = self.straggler["_key"]
-            if k0 in lag and (lag[k0] >= self.strag_lag / 2 or self._cpu_excess(k0, now) >= RUN_K):
-                return []  # still lagging, or still getting more CPU than the others: not recovered
+            if k0 in lag and (lag[k0] >= self.strag_lag / 2 or self._cpu_excess(k0, now) >= RUN_K or self._cap.excess(
+                    k0, {k: t.ticks for k, t in self.ranks.items() if not t.gone}, now - self.strag_window, now)
+                    >= capjudge.THR_K):
+                return []  # still lagging, more CPU than the others, or throttled by its cap: not recovered
             self.straggler = None
             self._strag_seen.clear()
             self._cusum.clear()
@@ -209,16 +216,19 @@ class StragglerJudge:
         while len(self._strag_seen) > 1 and self._strag_seen[1][0] <= now - self.strag_persist:
             self._strag_seen.popleft()
         seen = list(self._strag_seen)
+        by_cap = False
         if seen[0][0] <= now - self.strag_persist and {s[1] for s in seen} == {key}:
             pass  # the mean of both measures lagging at every judgement for STRAGGLER_PERSIST_S
-        elif fast is not None and fast[0] in lag:
-            key, since = fast
+        elif (fast or capped) is not None and (fast or capped)[0] in lag:
+            key, since = fast or capped
+            by_cap = fast is None
             # how much: the judgements whose 20 s windows are mostly after it began (the first ones still
             # average the seconds before the onset in)
             seen = [s for s in seen if s[0] >= since + self.strag_window / 2] or seen[-1:]
         else:
             return []
         self._cusum.clear()
+        self._cap.clear()
         t = self.ranks[key]
         v = sh[key]
         others = [o for k, o in sh.items() if k != key]
@@ -236,9 +246,10 @@ class StragglerJudge:
                     + "; the others wait inside backward (DDP)")
         mean_lag = statistics.fmean(s[2] for s in seen)
         # a CPU cap: its cgroup throttled it (cpu.stat); a busy core: it waited for a CPU more than the others
-        if v["throttled"] >= 0.05 and v["throttled"] > 2 * statistics.median(o["throttled"] for o in others):
-            why = (f"throttled by a CPU cap {v['throttled']:.0%} of the time "
-                   f"(cgroup {v['cgroup']}: cpu.cfs_quota_us / cpu.max)")
+        if by_cap:  # named by its cgroup's throttled time: how much since it began
+            why = capjudge.cause(capjudge.throttled_share(t.ticks, since, now) or v["throttled"], v["cgroup"])
+        elif v["throttled"] >= 0.05 and v["throttled"] > 2 * statistics.median(o["throttled"] for o in others):
+            why = capjudge.cause(v["throttled"], v["cgroup"])
         elif (v["delay"] >= 0.1 and v["delay"] > 1.5 * statistics.median(o["delay"] for o in others)
               and v["busy"] - v["delay"] <= 1.1 * statistics.median(o["busy"] - o["delay"] for o in others)):
             # it waited for a CPU more, and was not on a CPU more: a busy core, not more work (a rank that
@@ -294,6 +305,18 @@ class StragglerJudge:
                 if self._samples_lag(k, since, now) >= SAMPLES_AGREE:
                     best = (k, s, since)
         return (best[0], best[2]) if best else None
+
+    def _cap_cusum(self, prev, now: float, sh) -> tuple[tuple, float] | None:
+        """watch/capjudge.py's CUSUM of the cgroups' throttled time over the block since the last judgement:
+        -> (rank, since when) of the most accumulated one whose samples agree that the others wait for it."""
+        if prev is None or now - prev > 4 * STRAGGLER_EVERY_S:
+            self._cap.clear()
+            return None
+        ticks = {k: self.ranks[k].ticks for k in sh if not self.ranks[k].gone}
+        for k, _, since in self._cap.update(prev, now, ticks):
+            if self._samples_lag(k, since, now) >= SAMPLES_AGREE:
+                return k, since
+        return None
 
     def _cpu_excess(self, key, now: float) -> float:
         """A rank's on-CPU time over the last window against the others' median, minus 1 (0 when unknown)."""
