@@ -257,8 +257,11 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
                 d.notes.append(_undecided_note(d.failure))
     out = [d for d in out if d.confidence >= MIN_CONFIDENCE]
     # a neutral order; line order only among related modes, below. At equal confidence, a diagnosis that some
-    # failure line backs goes before one that only INFO lines (clues) make possible.
-    out.sort(key=lambda d: (-d.confidence, d.clue_only, -d.score, d.failure.id))
+    # failure line backs goes before one that only INFO lines (clues) make possible, and a root cause before a
+    # consequence (both capped alike, e.g. at low confidence: a rank's own CUDA error beside the watchdog timeouts of
+    # the ranks waiting for it; the consequence's higher uncapped score only says its line is more common).
+    out.sort(key=lambda d: (-round(d.confidence, 6), d.clue_only, d.failure.kind == "consequence", -d.score,
+                            d.failure.id))
     # Among causes within CLOSE of each other, the earlier evidence goes first: the first specific error
     # is usually the cause, and what follows it its fallout.
     for _ in range(len(out)):
