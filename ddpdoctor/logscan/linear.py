@@ -69,7 +69,9 @@ def _to_re2(pattern: str) -> str | None:
                 out.append(r"\z")
             elif e.isdigit() or (in_class and e == "b") or e in "NuU0":
                 return None  # backreferences, octal, \b as backspace, \N{...}, \u...: spell-outs differ
-            elif e.isalpha() and e not in "dDwWbBAtnrfv":
+            elif e == "x" and not re.fullmatch(r"[0-9A-Fa-f]{2}", pattern[i:i + 2]):
+                return None  # RE2 also reads \x{...}; only Python's \xHH form means the same in both
+            elif e.isalpha() and e not in "dDwWbBAtnrfvx":
                 return None  # an escape RE2 may read otherwise (\z, \C, \Q, \p ...)
             else:
                 out.append("\\" + e)
