@@ -147,7 +147,13 @@ def event(v) -> dict[str, Any] | None:
 def for_source(source) -> FrFeed | None:
     """The feed for watch/loop.py's source (NodeView, or --gather's first node: its own ranks' folder)."""
     ranks = getattr(source, "ranks", None) or {}
-    return FrFeed.for_ranks(ranks.values())
+    feed = FrFeed.for_ranks(ranks.values())
+    host = getattr(source, "host", None)
+    if feed is not None and host:
+        # where each rank was when watch started: a dump that comes before watch's first observation of a
+        # rank (a loaded machine; CI) still names its host and pid; later observations replace these
+        feed.where.update({r.rank: (host, r.pid) for r in ranks.values() if getattr(r, "rank", None) is not None})
+    return feed
 
 
 def events(feed: FrFeed | None, now: float, obs: Iterable[Mapping[str, Any]] = (), final: bool = False) -> list[dict]:
