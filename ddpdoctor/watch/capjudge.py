@@ -104,6 +104,14 @@ def throttled_share(ticks, a: float, b: float) -> float | None:
     return max(0, sel[-1][5] - sel[0][5]) / 1e9 / (sel[-1][0] - sel[0][0])
 
 
+def cusum_step(acc: list | None, x: float, dt: float, prev: float, clip: float, k: float) -> list:
+    """One block of a one-sided CUSUM, S = max(0, S + dt * (min(x, clip) - k)): -> [S, since when it has
+    accumulated] (a run that fell back to 0 starts again at this block, prev). Shared by this cap rule and
+    watch/straggler.py's CPU rule."""
+    carried, since = (acc if acc and acc[0] > 0 else (0.0, prev))
+    return [max(0.0, carried + dt * (min(x, clip) - k)), since]
+
+
 class CapCusum:
     def __init__(self):
         self.acc: dict[Any, list] = {}   # rank -> [throttled-seconds accumulated, since when]
@@ -131,10 +139,7 @@ class CapCusum:
             # would turn into an event): that job is left to the 40 s rule
             med = statistics.median(others)
             x = v - med if med <= PEERS_FREE else 0.0
-            a = self.acc.get(k)
-            carried, since = (a if a and a[0] > 0 else (0.0, prev))
-            s = max(0.0, carried + dt * (min(x, THR_CLIP) - THR_K))
-            self.acc[k] = [s, since]
+            s, since = self.acc[k] = cusum_step(self.acc.get(k), x, dt, prev, THR_CLIP, THR_K)
             if s >= THR_H and now - since >= THR_MIN_S and x >= THR_K:
                 out.append((k, s, since))
         return sorted(out, key=lambda r: -r[1])

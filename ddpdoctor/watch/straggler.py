@@ -193,7 +193,8 @@ class StragglerJudge:
         prev = self._cusum_t
         fast = self._run_cusum(now, sh)
         capped = self._cap_cusum(prev, now, sh)
-        net = self._judge_net(now, sh)
+        hb = self.held_back(now)
+        net = self._judge_net(now, sh, hb)
         if net is not None:
             return net
         lag = self.lags(sh)
@@ -221,7 +222,7 @@ class StragglerJudge:
             pass  # the mean of both measures lagging at every judgement for STRAGGLER_PERSIST_S
         elif (fast or capped) is not None and (fast or capped)[0] in lag:
             key, since = fast or capped
-            if self.held_back(now).get(self.ranks[key].host, (0.0,))[0] >= NET_HELD_PER_S:
+            if hb.get(self.ranks[key].host, (0.0,))[0] >= NET_HELD_PER_S:
                 return []  # its node's egress shaper delays packets: the network rule names the node
             by_cap = fast is None
             # how much: the judgements whose 20 s windows are mostly after it began (the first ones still
@@ -299,10 +300,7 @@ class StragglerJudge:
             if med < MIN_RUN_SHARE:
                 continue
             x = r / med - 1
-            acc = self._cusum.get(k)
-            carried, since = (acc if acc and acc[0] > 0 else (0.0, prev))
-            s = max(0.0, carried + dt * (min(x, RUN_CLIP) - RUN_K))
-            self._cusum[k] = [s, since]
+            s, since = self._cusum[k] = capjudge.cusum_step(self._cusum.get(k), x, dt, prev, RUN_CLIP, RUN_K)
             if s >= RUN_H and now - since >= RUN_MIN_S and x >= RUN_K and (best is None or s > best[1]):
                 if self._samples_lag(k, since, now) >= SAMPLES_AGREE:
                     best = (k, s, since)
@@ -368,11 +366,10 @@ class StragglerJudge:
             out[host] = best
         return out
 
-    def _judge_net(self, now: float, sh) -> list[dict[str, Any]] | None:
+    def _judge_net(self, now: float, sh, hb) -> list[dict[str, Any]] | None:
         """A node whose outgoing traffic is rate-limited: every rank waits in its collective (no rank's own
         part is longer) while that node's egress shaper keeps delaying packets (its overlimits grow), at
         every judgement for the persistence span. None: nothing to say here (judge the ranks)."""
-        hb = self.held_back(now)
         waits = [v["wait"] for v in sh.values() if v["wait"] is not None]
         med_wait = statistics.median(waits) if waits else 0.0
         host = max(hb, key=lambda h: hb[h][0]) if hb else None
