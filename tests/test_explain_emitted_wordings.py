@@ -3,10 +3,8 @@ descriptors (torch's `_try_get_data`, CPython's `recvfds`, ATen's MapAllocator),
 lost, a module-qualified lowercase exception (`socket.gaierror`), an exception whose message goes on over the next
 lines (c10's `NCCL error in:`), and cudaErrorDevicesUnavailable.
 Lines are the templates as those releases fill them."""
-import io
-
-from ddpdoctor.logscan import explain_stream
 from ddpdoctor.logscan.render import LOW, SHOW_FULL
+from test_explain_calibration import explain, top  # the same two helpers: explain lines, its first answer
 
 DL_FRAMES = [
     "Traceback (most recent call last):",
@@ -15,15 +13,6 @@ DL_FRAMES = [
     '  File "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py", line 1326, in _try_get_data',
     "    raise RuntimeError(",
 ]
-
-
-def explain(lines):
-    return explain_stream(io.BytesIO(("\n".join(lines) + "\n").encode()), "t")
-
-
-def top(ex):
-    d = ex.diagnoses[0]
-    return d.failure.id, d.confidence
 
 
 def test_the_dataloader_s_open_files_message_is_decisive_and_not_the_job_s_code():
