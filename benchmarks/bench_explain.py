@@ -182,6 +182,11 @@ def real_accuracy(verbose: bool, collected: str | None = None, batch: int | None
             # confidence" by the renderer)
             c["named_wrong"] = c.get("named_wrong", 0) + ((not unknown) and not m[2])
             c["confident_wrong"] += (not unknown) and not m[2] and diags[0].confidence >= LOW
+            if "decisive" in rec and ":" not in key:   # held-out annotation: does the log hold its deciding line
+                d = c.setdefault("decisive", {}).setdefault(rec["decisive"], {"logs": 0, "top1": 0, "top3": 0})
+                d["logs"] += 1
+                d["top1"] += m[0]
+                d["top3"] += m[1]
         if verbose and not m[0] and rec["split"] == "dev" and (verbose > 1 or not unknown):   # held-out misses are not listed: no tuning on them
             print(f"  dev miss: {rec['id']}: want {rec['label']}, got "
                   f"{'unknown ' if unknown else ''}{ids[:3] or 'nothing'}")
@@ -217,6 +222,13 @@ def print_real(acc: dict, per_project: bool) -> None:
               f"baseline top-1 {_pct(c['b_named_top1'], named)}")
         print(f"  wrong first answers: {c.get('named_wrong', 0)}/{c['logs']} named, of them with high confidence "
               f"(>= {LOW:.0%}, not marked low confidence): {c['confident_wrong']}/{c['logs']} (goal: at most 1 in 60)")
+        if c.get("decisive"):   # tests/corpus/README.md, Decisive-line annotation
+            print("  by decisive line (does the log itself hold the line that names its label):")
+            for value in ("present", "partial", "absent", "n/a"):
+                d = c["decisive"].get(value)
+                if d:
+                    print(f"    {value:<8} {d['logs']:>3} logs   explain top-1 {_pct(d['top1'], d['logs'])}   "
+                          f"top-3 {_pct(d['top3'], d['logs'])}")
         if per_project:
             for key in sorted(k for k in acc if k.startswith(split + ":")):
                 p = acc[key]

@@ -95,3 +95,31 @@ def test_split_rule_depends_on_the_seed(monkeypatch, seed_change):
     base = [corpus_split.split_of(t) for t in threads]
     monkeypatch.setattr(corpus_split, "SEED", corpus_split.SEED + seed_change)
     assert [corpus_split.split_of(t) for t in threads] != base
+
+
+DECISIVE = {"present", "partial", "absent", "n/a"}
+
+
+def test_decisive_annotation_is_well_formed_where_present():
+    """tests/corpus/README.md, Decisive-line annotation: a held-out record may say whether its log holds the line
+    that names its label; present/partial quote that line verbatim, absent and n/a quote nothing, and n/a is for
+    exactly the records without a catalog mode to find (UNKNOWN or proposed)."""
+    annotated = 0
+    for r in records():
+        if "decisive" not in r and "decisive_line" not in r:
+            continue
+        annotated += 1
+        rid = r["id"]
+        assert "decisive" in r and "decisive_line" in r, f"{rid}: decisive and decisive_line go together"
+        assert r["split"] == "heldout", f"{rid}: only held-out records are annotated"
+        assert r["decisive"] in DECISIVE, f"{rid}: decisive {r['decisive']!r} not one of {sorted(DECISIVE)}"
+        no_mode = r["label"] == "UNKNOWN" or r["proposed"] is True
+        assert (r["decisive"] == "n/a") == no_mode, f"{rid}: n/a is for UNKNOWN or proposed labels, and only them"
+        quote = r["decisive_line"]
+        assert isinstance(quote, str) and len(quote) <= 200, f"{rid}: decisive_line is a string of <= 200 chars"
+        if r["decisive"] in ("present", "partial"):
+            text = (CORPUS / r["file"]).read_text(errors="replace")
+            assert quote.strip() and quote in text, f"{rid}: decisive_line is not a verbatim quote of its log"
+        else:
+            assert quote == "", f"{rid}: {r['decisive']} quotes no line"
+    assert annotated, "no held-out record carries the annotation"
