@@ -35,6 +35,7 @@ OOM = (("GPU_OUT_OF_MEMORY", "ERROR_CUDA_OUT_OF_MEMORY"), ("GPU_OUT_OF_MEMORY", 
 ORDINAL = (("NPROC_EXCEEDS_GPUS", "CUDA_INVALID_ORDINAL"), ("NPROC_EXCEEDS_GPUS", "CUDA_RUNTIME_ERROR_101"))
 WSL_MARKERS = (("WSL_NCCL_UNSUPPORTED", "WSL_KERNEL"), ("WSL_NCCL_UNSUPPORTED", "WSL_LIB_PATH"),
                ("WSL_NCCL_UNSUPPORTED", "WSL_MENTIONED"))
+NCCL_SYSTEM = NCCL_GENERIC[:2]   # without ("NCCL_SYSTEM_ERROR", "ERROR"): ncclRemoteError
 SIGNATURES_USED = NCCL_GENERIC + OOM + ORDINAL + WSL_MARKERS
 
 INIT_SITES = {"init_process_group", "_new_process_group_helper", "barrier", "_store_based_barrier", "new_group",
@@ -156,7 +157,9 @@ def _guessed_same_gpu(col: Collector) -> tuple[str, list[Evidence]] | None:
 
 def differential(col: Collector, add, caps: Caps) -> None:
     ctx = None
-    if _hits(col, NCCL_GENERIC) and not _strong_cause(col, {"NCCL_SYSTEM_ERROR"}):
+    # ncclRemoteError ("a remote process exiting or a network error") is not a failed local system call: its
+    # candidates are a peer that exited or the fabric (symptoms.py), not /dev/shm or the local interfaces
+    if _hits(col, NCCL_SYSTEM) and not _strong_cause(col, {"NCCL_SYSTEM_ERROR"}):
         ctx = context(col)
         _nccl_generic(col, ctx, add, caps)
     if _hits(col, OOM) and not _strong_cause(col, {"GPU_OUT_OF_MEMORY", "GPU0_EXTRA_MEMORY"}):
@@ -172,7 +175,7 @@ _LINK_LOCAL_ADDR = re.compile(r"169\.254\.|[fF][eE][89abAB][0-9a-fA-F]:|::ffff:1
 
 
 def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
-    err = _hits(col, NCCL_GENERIC)[0]
+    err = _hits(col, NCCL_SYSTEM)[0]
     site = ctx.site_before(err.line)
     site_name = site[0] if site else ""
     at_init = site_name in INIT_SITES

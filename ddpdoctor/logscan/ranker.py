@@ -33,6 +33,7 @@ from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.native import sigbus_in_nccl
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.matcher import split_origin
+from ddpdoctor.logscan.symptoms import symptom_differential
 from ddpdoctor.logscan.rules import (cross_line_rules, deepspeed_teardown, driver_older_than_build, explained_hits,
                                      gid_kind_fits, lookup_warning_only, nccl_release_bug, port_after_rendezvous,
                                      store_barrier_overfull)
@@ -221,6 +222,8 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     cut_traceback_rule(col, add)
     caps = Caps()  # generic symptoms: their differential, and a low cap when the log does not decide
     differential(col, add, caps)
+    symptom_differential(col, add, caps, set(decisive),
+                         lambda: {f: (_combine(ws), "rule" in roles.get(f, ())) for f, ws in weights.items()})
     sigbus_in_nccl(col, add, caps)
     lookup_warning_only(col, caps)
     gid_kind_fits(col, caps)

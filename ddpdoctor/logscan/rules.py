@@ -299,6 +299,15 @@ def lookup_warning_only(col: Collector, caps) -> None:
     # with no address logs the warning, repeated until the connect timeout (tests/test_c10d_ipv6_lookup.py). Releases
     # that asked with AI_ADDRCONFIG too log it for any name on a host without IPv6 (glibc answers EAI_NONAME there)
     # and then connect over IPv4. The log does not say which release: a weak pointer either way, saying what decides.
+    if any(str(g.get("gai") or "") == "-3" for g, _ in hits):
+        # EAI_AGAIN: the resolver was asked and got no answer (DNS unreachable or timing out). AI_ADDRCONFIG's
+        # artefact never asks (glibc getaddrinfo returns EAI_NONAME before any query on a host without IPv6), and
+        # the IPv4 query goes to the same resolver: the name does not resolve at all unless /etc/hosts has it
+        caps.set("HOSTNAME_UNRESOLVABLE", 0.4, "low confidence: c10d's lookup of the name got no answer from the "
+                 "resolver (gai -3, EAI_AGAIN: DNS unreachable or not answering), not the IPv6-only warning older "
+                 "releases print on hosts without IPv6; an IPv4 lookup asks the same resolver; `getent ahosts <name>` "
+                 "on that node decides (nothing printed: add the name to /etc/hosts or DNS)")
+        return
     if all(str(g.get("gai") or "").startswith("-") for g, _ in hits):
         caps.set("HOSTNAME_UNRESOLVABLE", 0.3, "only c10d's IPv6 lookup of the name failed and nothing fails after it in "
                  "this log: torch 2.13 (AI_V4MAPPED) logs that only for a name with no address at all and retries until "
