@@ -166,3 +166,21 @@ def test_the_text_shows_the_symptom_then_each_candidate_with_why_and_what_decide
     assert text.index("1. NCCL_COLLECTIVE_TIMEOUT") < text.index("weaker alternative: COLLECTIVE_MISMATCH_ACROSS_RANKS")
     alt = text[text.index("weaker alternative: COLLECTIVE_MISMATCH_ACROSS_RANKS"):]
     assert "why:" in alt and "TORCH_DISTRIBUTED_DEBUG=DETAIL" in alt and "evidence: line 1:" in alt
+
+
+def test_two_ranks_on_one_gpu_lists_more_processes_than_gpus_behind_it():
+    ex = explain(["torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL."
+                  "cpp:1691, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.19.3",
+                  "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+                  "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 1000"])
+    assert ids(ex)[:2] == ["DUPLICATE_GPU_PER_RANK", "NPROC_EXCEEDS_GPUS"], ids(ex)
+    assert ex.diagnoses[0].confidence >= LOW > ex.diagnoses[1].confidence
+    assert "nvidia-smi -L" in ex.diagnoses[1].notes[0]
+
+
+def test_a_store_timeout_to_a_loopback_address_is_not_blamed_on_a_firewall_between_nodes():
+    line = ("TimeoutError: The client socket has timed out after 1800s while trying to connect to ({host}, 48391).")
+    loop = explain([line.format(host="127.0.0.1")])
+    remote = explain([line.format(host="10.1.0.4")])
+    assert by_id(loop, "FIREWALL_BLOCKS_PORTS").confidence < SHOW_FULL <= by_id(remote, "FIREWALL_BLOCKS_PORTS").confidence
+    assert "loopback" in " ".join(by_id(loop, "FIREWALL_BLOCKS_PORTS").notes)

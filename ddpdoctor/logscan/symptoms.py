@@ -69,6 +69,8 @@ def symptom_differential(col: Collector, add, caps, decided: set[str], named) ->
     """`decided`: the modes a decisive line or rule already names (then nothing here); `named()`: per mode with
     evidence so far, its combined weight and whether a rule named it (a candidate is not added twice)."""
     _not_a_host_name(col, add, caps)
+    _ranks_outnumber_gpus(col, add, named)
+    _loopback_store(col, caps)
     strong = decided or any(st.signature.role == CAUSE and st.signature.weight >= DECIDED
                             for st in col.sigs.values())
     if strong:
@@ -236,3 +238,32 @@ def _not_a_host_name(col: Collector, add, caps) -> None:
         caps.set("HOSTNAME_UNRESOLVABLE", 0.3, f"{name!r} is not a host name: no DNS or /etc/hosts entry would "
                  "resolve it; the address itself is wrong")
         return
+
+
+def _ranks_outnumber_gpus(col: Collector, add, named) -> None:
+    """Two ranks on one GPU (DUPLICATE_GPU_PER_RANK, decided or not) says what happened, not why. Besides a missing
+    set_device (that mode's own fix), more processes than the node has GPUs puts two ranks on one GPU whenever the
+    script picks its device by wrapping around or takes cuda:0 (pigeonhole): the candidate behind it, with its check.
+    Dev corpus: of the 14 logs this mode heads, 2 are labelled NPROC_EXCEEDS_GPUS and 1 more lists it."""
+    have = named()
+    if "DUPLICATE_GPU_PER_RANK" not in have or "NPROC_EXCEEDS_GPUS" in have:
+        return
+    evs = col.sig_evidence(["DUPLICATE_GPU_PER_RANK"])[:1]
+    add("NPROC_EXCEEDS_GPUS", CANDIDATE, "two ranks on one GPU: besides a missing torch.cuda.set_device(LOCAL_RANK), "
+        "more processes per node than it has GPUs put two on one; decide with: `nvidia-smi -L` (and "
+        "`echo $CUDA_VISIBLE_DEVICES`) against --nproc-per-node / accelerate's num_processes", evs)
+
+
+_LOOPBACK = re.compile(r"^(?:127\.\d+\.\d+\.\d+|localhost|::1|::ffff:127\.\d+\.\d+\.\d+)$")
+
+
+def _loopback_store(col: Collector, caps) -> None:
+    """A store connect timeout to a loopback address never crossed a firewall between nodes (the kernel keeps loopback
+    traffic on the host; host firewalls accept `lo`): the store was not listening there (rank 0's process on this node
+    had not started it, or exited) or the address was meant to be another node's."""
+    targets = {(g.get("host") or "").strip() for g, _, _ in col.sig_values("FIREWALL_BLOCKS_PORTS")
+               if g.get("host")}
+    if targets and all(_LOOPBACK.match(t) for t in targets):
+        caps.set("FIREWALL_BLOCKS_PORTS", WEAKER, f"low confidence: the connection went to {sorted(targets)[0]}, a "
+                 "loopback address, which never crosses a firewall between nodes; what would decide: whether rank 0's "
+                 "process on this node had started its store (`ss -ltnp` on the port while it waits)")
