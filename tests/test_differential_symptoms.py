@@ -184,3 +184,19 @@ def test_a_store_timeout_to_a_loopback_address_is_not_blamed_on_a_firewall_betwe
     remote = explain([line.format(host="10.1.0.4")])
     assert by_id(loop, "FIREWALL_BLOCKS_PORTS").confidence < SHOW_FULL <= by_id(remote, "FIREWALL_BLOCKS_PORTS").confidence
     assert "loopback" in " ".join(by_id(loop, "FIREWALL_BLOCKS_PORTS").notes)
+
+
+def test_single_address_warnings_of_a_name_with_nothing_failing_after_them_are_not_a_diagnosis():
+    attempt = ("[W926 21:34:49.000000000 socket.cpp:697] [c10d] The client socket has failed to connect to "
+               "[{host}]:50656 (system error: 10049 - The requested address is not valid in its context.).")
+    alone = explain([attempt.format(host="LAPTOP-TF2BILCG")])
+    assert ids(alone) == ["WINDOWS_HOSTS_FILE_REVERSE_NAME"] and alone.diagnoses[0].confidence < SHOW_FULL
+    assert "next address" in " ".join(alone.diagnoses[0].notes)
+    # c10d's own error after the attempts (every address failed), or a traceback: the mode stands as before
+    failed = explain([attempt.format(host="LAPTOP-TF2BILCG"), "[E socket.cpp:610] [c10d] The client socket has "
+                      "failed to connect to any network address of (LAPTOP-TF2BILCG, 50656)."])
+    assert failed.diagnoses[0].confidence >= LOW, ids(failed)
+    # an address literal has no next address: its failed attempt is the failure
+    literal = explain(["[W427 01:04:16.149509694 socket.cpp:752] [c10d] The client socket has failed to connect to "
+                       "[::ffff:198.18.0.1]:3254 (errno: 110 - Connection timed out)."])
+    assert literal.diagnoses[0].confidence >= SHOW_FULL, [(d.failure.id, d.confidence) for d in literal.diagnoses]

@@ -19,8 +19,10 @@ def ids(text: str):
 
 def test_watchdog_alone_is_a_consequence_without_a_cause():
     ex = explain(WATCHDOG.format(r=1, seq=5, op="ALLREDUCE"))
-    assert [d.failure.id for d in ex.diagnoses] == ["NCCL_COLLECTIVE_TIMEOUT"]
+    assert [d.failure.id for d in ex.diagnoses][0] == "NCCL_COLLECTIVE_TIMEOUT"
     assert ex.diagnoses[0].consequence_of is None
+    # what may have caused it follows as weaker candidates (logscan/symptoms.py), never above it
+    assert all(d.confidence < ex.diagnoses[0].confidence for d in ex.diagnoses[1:])
 
 
 def test_earlier_specific_error_on_another_rank_is_the_cause_and_the_watchdog_its_consequence():

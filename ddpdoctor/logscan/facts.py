@@ -132,6 +132,12 @@ FACTS = (
     Fact("conn_error", r"(?i)\bconnection (?P<kind>refused|reset by peer)\b(?:[^\n]*?(?P<host>\b\d+\.\d+\.\d+\.\d+\b|"
          r"\blocalhost\b))?", trigger=("refused", "reset by peer"),
          example="ConnectionRefusedError: [Errno 111] Connection refused"),
+    # c10d's error once every address of the store's name failed (socket.cpp SocketConnectOp, torch 1.12 - 2.13): the
+    # single-address warnings before it (`failed to connect to [name]:port`) were not followed by a success
+    Fact("connect_failed", r"failed to connect to any network address of \((?P<host>[^,()]+), (?P<port>\d+)\)",
+         trigger="failed to connect to any network address",
+         example="[E socket.cpp:610] [c10d] The client socket has failed to connect to any network address of "
+                 "(192.168.1.99, 1234)."),
     # A traceback is a failure even when the paste stops before its last line (users often cut it).
     Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
          example="Traceback (most recent call last):"),

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 
-from ddpdoctor.catalog.model import CAUSE
+from ddpdoctor.catalog.model import CAUSE, CLUE
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
 CANDIDATE = 0.25   # the best candidate of an undecided symptom: below render.SHOW_FULL, so only listed with why
@@ -71,6 +71,7 @@ def symptom_differential(col: Collector, add, caps, decided: set[str], named) ->
     _not_a_host_name(col, add, caps)
     _ranks_outnumber_gpus(col, add, named)
     _loopback_store(col, caps)
+    _attempt_warnings_only(col, caps)
     strong = decided or any(st.signature.role == CAUSE and st.signature.weight >= DECIDED
                             for st in col.sigs.values())
     if strong:
@@ -267,3 +268,29 @@ def _loopback_store(col: Collector, caps) -> None:
         caps.set("FIREWALL_BLOCKS_PORTS", WEAKER, f"low confidence: the connection went to {sorted(targets)[0]}, a "
                  "loopback address, which never crosses a firewall between nodes; what would decide: whether rank 0's "
                  "process on this node had started its store (`ss -ltnp` on the port while it waits)")
+
+
+_ATTEMPT_TO = re.compile(r"client socket has failed to connect to \[([^\]]+)\]")
+
+
+def _attempt_warnings_only(col: Collector, caps) -> None:
+    """c10d connects to each address of the store's name in turn (socket.cpp SocketConnectOp::tryConnect) and logs
+    every address that fails as a warning, `The client socket has failed to connect to [name]:port (...)`, then
+    tries the next one; only when every address failed does it log `... to any network address of (host, port)` and
+    raise (strings of libtorch_cpu.so, torch 2.13). A log whose only failure lines are such attempts (Windows' 10049
+    for an unusable address of the host's own name is the common one) shows a connection that may well have worked
+    with the next address: the mode is possible, not shown."""
+    live = [(fid, st) for (fid, _), st in col.sigs.items() if st.signature.role != CLUE]
+    if not live or any(n in col.facts for n in ("exception", "traceback", "torchrun_failed", "connect_failed")):
+        return
+    for _, st in live:
+        for e in st.first + ([st.last] if st.last else []):
+            m = _ATTEMPT_TO.search(e.text)
+            # an address literal (`[::ffff:198.18.0.1]`) resolves to itself alone: no next address to try
+            if not m or ":" in m.group(1) or re.fullmatch(r"[0-9.]+", m.group(1)):
+                return
+    for fid in dict.fromkeys(fid for fid, _ in live):
+        caps.set(fid, 0.3, "low confidence: only c10d's warnings about single addresses it could not use, after which "
+                 "it tries the next address of the name; nothing fails after them in this log (no `failed to connect "
+                 "to any network address`, exception or failed worker); what would decide: the job's first error, "
+                 "if it failed")
