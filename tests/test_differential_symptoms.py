@@ -200,3 +200,15 @@ def test_single_address_warnings_of_a_name_with_nothing_failing_after_them_are_n
     literal = explain(["[W427 01:04:16.149509694 socket.cpp:752] [c10d] The client socket has failed to connect to "
                        "[::ffff:198.18.0.1]:3254 (errno: 110 - Connection timed out)."])
     assert literal.diagnoses[0].confidence >= SHOW_FULL, [(d.failure.id, d.confidence) for d in literal.diagnoses]
+
+
+def test_ib_retry_exceeded_lists_the_fabric_beside_the_gid_index_and_not_dev_shm():
+    ex = explain(["PHLRR4036:24141:24296 [2] ib_plugin.c:978 NCCL WARN NET/IB : Got completion from peer "
+                  "10.226.98.98<48598> with error 12, opcode 0, len 0, vendor err 129",
+                  "terminate called after throwing an instance of 'c10::DistBackendError'",
+                  "  what():  NCCL error: unhandled system error, NCCL version 2.14.3"])
+    assert ids(ex)[:2] == ["IB_ROCE_GID_MISMATCH", "IB_FABRIC_FAULT"], ids(ex)
+    assert "ibv_devinfo" in by_id(ex, "IB_FABRIC_FAULT").notes[0]
+    # the system error follows the peer's failure: one node's /dev/shm is no candidate for it
+    assert "NCCL_SHM_TOO_SMALL" not in ids(ex), ids(ex)
+    assert "InfiniBand transport failed with a peer" in " ".join(by_id(ex, "NCCL_SYSTEM_ERROR").notes)

@@ -36,7 +36,9 @@ ORDINAL = (("NPROC_EXCEEDS_GPUS", "CUDA_INVALID_ORDINAL"), ("NPROC_EXCEEDS_GPUS"
 WSL_MARKERS = (("WSL_NCCL_UNSUPPORTED", "WSL_KERNEL"), ("WSL_NCCL_UNSUPPORTED", "WSL_LIB_PATH"),
                ("WSL_NCCL_UNSUPPORTED", "WSL_MENTIONED"))
 NCCL_SYSTEM = NCCL_GENERIC[:2]   # without ("NCCL_SYSTEM_ERROR", "ERROR"): ncclRemoteError
-SIGNATURES_USED = NCCL_GENERIC + OOM + ORDINAL + WSL_MARKERS
+IB_PEER = (("IB_ROCE_GID_MISMATCH", "GOT_COMPLETION"), ("IB_ROCE_GID_MISMATCH", "GOT_COMPLETION_2"),
+           ("IB_ROCE_GID_MISMATCH", "MODIFY_QP_FAILED"))
+SIGNATURES_USED = IB_PEER + NCCL_GENERIC + OOM + ORDINAL + WSL_MARKERS
 
 INIT_SITES = {"init_process_group", "_new_process_group_helper", "barrier", "_store_based_barrier", "new_group",
               "_verify_param_shape_across_processes", "_sync_module_states", "_sync_params_and_buffers", "ddp"}
@@ -225,7 +227,13 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
             f"(container default 64M); NCCL's shared-memory transport needs more{where}; decide with: "
             "NCCL_SHM_DISABLE=1 <rerun> (works => this)", [ctx.shm_ev, err] if ctx.shm_ev else [err])
         decided = True
-    if not decided:
+    # NCCL's InfiniBand transport failed with a peer (a completion error, a queue pair that did not connect): the
+    # system error is what that failure returns; the signatures of those lines name the candidates, not /dev/shm
+    ib_peer = [] if decided else _hits(col, IB_PEER)
+    if ib_peer:
+        caps.set("NCCL_SYSTEM_ERROR", UNDECIDED, f"low confidence: NCCL's InfiniBand transport failed with a peer "
+                 f"first (line {ib_peer[0].line}){where}: the system error follows from it")
+    elif not decided:
         cands = []
         containers = sorted(h for h in ctx.hosts if _CONTAINER_ID.match(h))
         if not multi:

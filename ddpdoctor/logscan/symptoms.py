@@ -93,6 +93,7 @@ def symptom_differential(col: Collector, add, caps, decided: set[str], named) ->
     _peer_closed(col, cand)
     _remote_error(col, cand, hosts)
     _no_route_to_store(col, cand)
+    _retry_exceeded(col, cand)
 
 
 def _collective_timeout(col: Collector, cand, hosts: set[str]) -> None:
@@ -213,6 +214,19 @@ def _remote_error(col: Collector, cand, hosts: set[str]) -> None:
          "logs, `dmesg -T | grep -i oom` on their nodes", [evs[0]])
 
 
+def _retry_exceeded(col: Collector, cand) -> None:
+    """NCCL's `Got completion ... with error 12` is IBV_WC_RETRY_EXC_ERR (ibverbs.h): the peer's HCA never
+    acknowledged. On RoCE a wrong GID index does that (the catalog's reading); so does a link, port or switch that
+    drops the traffic (IB_FABRIC_FAULT). Dev corpus: of the 5 logs with error 12, 3 are labelled the GID index and 2
+    the fabric, and 3 name the other as an alternative."""
+    evs = _evs(col, "IB_ROCE_GID_MISMATCH", "GOT_COMPLETION") or _evs(col, "IB_ROCE_GID_MISMATCH", "GOT_COMPLETION_2")
+    if evs:
+        cand("IB_FABRIC_FAULT", 0.3, "completion error 12 (retry count exceeded): the peer never acknowledged; "
+             "besides a wrong GID index on RoCE, a link, port or switch that drops traffic does that; decide with: "
+             "`ibv_devinfo` (link_layer: Ethernet = RoCE, then `show_gids`), `ibstat` and `ibqueryerrors` for the "
+             "ports of both nodes", evs[:1])
+
+
 def _no_route_to_store(col: Collector, cand) -> None:
     """`No route to host` (EHOSTUNREACH) from c10d's client socket: an ICMP rejection (firewalld's default REJECT answers
     icmp-host-prohibited) or an address nothing routes to: a wrong or unreachable MASTER_ADDR."""
@@ -270,6 +284,9 @@ def _loopback_store(col: Collector, caps) -> None:
                  "process on this node had started its store (`ss -ltnp` on the port while it waits)")
 
 
+# refused / timed out (Winsock 10061 / 10060): c10d retries the same address until its timeout (the server not
+# listening yet), so these repeat for as long as the store does not answer: the failure itself while it lasts
+_RETRIED = re.compile(r"(?i)refused|timed out|\b1006[01]\b")
 _ATTEMPT_TO = re.compile(r"client socket has failed to connect to \[([^\]]+)\]")
 
 
@@ -287,7 +304,7 @@ def _attempt_warnings_only(col: Collector, caps) -> None:
         for e in st.first + ([st.last] if st.last else []):
             m = _ATTEMPT_TO.search(e.text)
             # an address literal (`[::ffff:198.18.0.1]`) resolves to itself alone: no next address to try
-            if not m or ":" in m.group(1) or re.fullmatch(r"[0-9.]+", m.group(1)):
+            if not m or ":" in m.group(1) or re.fullmatch(r"[0-9.]+", m.group(1)) or _RETRIED.search(e.text):
                 return
     for fid in dict.fromkeys(fid for fid, _ in live):
         caps.set(fid, 0.3, "low confidence: only c10d's warnings about single addresses it could not use, after which "
