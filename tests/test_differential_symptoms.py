@@ -212,3 +212,9 @@ def test_ib_retry_exceeded_lists_the_fabric_beside_the_gid_index_and_not_dev_shm
     # the system error follows the peer's failure: one node's /dev/shm is no candidate for it
     assert "NCCL_SHM_TOO_SMALL" not in ids(ex), ids(ex)
     assert "InfiniBand transport failed with a peer" in " ".join(by_id(ex, "NCCL_SYSTEM_ERROR").notes)
+
+
+def test_a_store_wait_that_timed_out_is_not_read_as_a_rendezvous_id_mismatch():
+    ex = explain(["torch.distributed.DistBackendError: [4] is setting up NCCL communicator and retrieving ncclUniqueId "
+                  "from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout"])
+    assert "RDZV_ID_MISMATCH" not in ids(ex), ids(ex)

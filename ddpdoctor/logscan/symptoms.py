@@ -44,12 +44,11 @@ DECIDED = 0.5
 # checks they exist
 SYMPTOMS = ("NCCL_COLLECTIVE_TIMEOUT", "GLOO_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG_HUNG", "WORKER_NATIVE_CRASH",
             "RDZV_NODES_MISSING", "GLOO_PEER_EXITED", "IB_FABRIC_FAULT", "FIREWALL_BLOCKS_PORTS", "HOSTNAME_UNRESOLVABLE")
-SIGNATURES_USED = (("NCCL_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG"), ("IB_FABRIC_FAULT", "NCCL_REMOTE_ERROR"),
+SIGNATURES_USED = (("NCCL_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG"), ("RDZV_NODES_MISSING", "RDZV_TIMEOUT"), ("IB_FABRIC_FAULT", "NCCL_REMOTE_ERROR"),
                    ("FIREWALL_BLOCKS_PORTS", "NO_ROUTE_TO_HOST"), ("HOSTNAME_UNRESOLVABLE", "NAME_LOOKUP_FAILED"))
 
 FR = ("the flight recorder: TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 <rerun>, then "
       "`ddpdoctor explain --fr <dump dir>` (which rank stopped, in which collective)")
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62}))*\.?$")
 
 
 def _evs(col: Collector, fid: str, name: str = "") -> list[Evidence]:
@@ -178,7 +177,9 @@ def _native_signal(col: Collector, cand) -> None:
 
 
 def _rendezvous_timeout(col: Collector, cand, hosts: set[str]) -> None:
-    evs = _evs(col, "RDZV_NODES_MISSING")
+    # torchrun's elastic rendezvous only (RendezvousTimeoutError): a store wait that timed out (`store->get('0') got
+    # error: Socket Timeout`, a FileStore key) is another process that never wrote its key, not a rendezvous id
+    evs = _evs(col, "RDZV_NODES_MISSING", "RDZV_TIMEOUT")
     if not evs:
         return
     first = [evs[0]]
@@ -241,11 +242,17 @@ def _no_route_to_store(col: Collector, cand) -> None:
 
 def _not_a_host_name(col: Collector, add, caps) -> None:
     """A name lookup that failed for a string no resolver can answer (a path, spaces, a scheme): the address given is
-    malformed, not a DNS problem (RFC 1123 host names: letters, digits, hyphens and dots; validate.py's rule)."""
+    malformed, not a DNS problem (validate.validate_host: RFC 1123 labels of letters, digits, hyphens, underscores)."""
+    from ddpdoctor.validate import BadInput, validate_host
     for g, host, rank in col.sig_values("HOSTNAME_UNRESOLVABLE", "NAME_LOOKUP_FAILED"):
         name = (g.get("host") or "").strip()
-        if not name or _HOSTNAME.match(name) or re.fullmatch(r"[0-9.]+|[0-9a-fA-F:]+", name):
+        if not name or ":" in name:   # IPv6 literals and their scopes: MASTER_ADDR_MALFORMED's own signatures
             continue
+        try:
+            validate_host(name)
+            continue
+        except BadInput:
+            pass
         evs = [e for e in _evs(col, "HOSTNAME_UNRESOLVABLE", "NAME_LOOKUP_FAILED") if name in e.text][:1]
         add("MASTER_ADDR_MALFORMED", 0.6, f"c10d looked up {name!r}, which is not a host name (a host name has only "
             "letters, digits, hyphens and dots): the master address was built wrong (a path, a variable holding "
