@@ -218,3 +218,11 @@ def test_a_store_wait_that_timed_out_is_not_read_as_a_rendezvous_id_mismatch():
     ex = explain(["torch.distributed.DistBackendError: [4] is setting up NCCL communicator and retrieving ncclUniqueId "
                   "from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout"])
     assert "RDZV_ID_MISMATCH" not in ids(ex), ids(ex)
+
+
+def test_an_old_nccl_refused_connect_is_a_connection_not_dev_shm():
+    # NCCL 2.0-2.3 word the socket failure without an address (include/socket.h)
+    ex = explain(["node1 [0] include/socket.h:185 WARN Call to connect failed : Connection refused",
+                  "NCCL failure train.cu:110 'unhandled system error'"])
+    assert ids(ex)[:2] == ["NCCL_SYSTEM_ERROR", "NCCL_WRONG_INTERFACE_AUTOSELECTED"], ids(ex)
+    assert "NCCL_SHM_TOO_SMALL" not in ids(ex), ids(ex)

@@ -192,6 +192,14 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
         add("DUPLICATE_GPU_PER_RANK", 0.3, guessed[0] + ": set_device was not called; if those ranks see the same "
             "GPUs they share one; decide with: `nvidia-smi` while it starts (several pids on one GPU)", guessed[1])
     conn = col.facts.get("nccl_connect", [])
+    # NCCL 2.0-2.3 word a failed socket connect `include/socket.h:185 WARN Call to connect failed : Connection refused`
+    # (no address): still a connection between processes that failed, not a shared-memory segment
+    refused = [] if conn else [v for v in col.facts.get("conn_error", []) if v.value.get("kind", "").lower() == "refused"]
+    if refused:
+        # the reading of a refused `Connect to <addr><port> failed` below, weaker: no address says whose socket refused
+        add("NCCL_WRONG_INTERFACE_AUTOSELECTED", 0.25, "a connection NCCL opened was refused: the peer listens on "
+            "another address (interface chosen by NCCL) or had already exited; decide with: NCCL_DEBUG=INFO (the "
+            "`NET/Socket : Using` line of every node), `ddpdoctor network`", [_ev(refused[0]), err])
     if conn:
         v = conn[0]
         why = v.value.get("why", "")
@@ -236,7 +244,7 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
     elif not decided:
         cands = []
         containers = sorted(h for h in ctx.hosts if _CONTAINER_ID.match(h))
-        if not multi:
+        if not multi and not refused:
             shm_note = ("ranks on one node talk through /dev/shm, the most common system error there" +
                         (f"; host {containers[0]} is named like a Docker container id, and containers get a 64M "
                          "/dev/shm unless started with --shm-size / --ipc=host" if containers else ""))
