@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 
 from ddpdoctor.catalog.model import CAUSE, CLUE
+from ddpdoctor.logscan.differential import context
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
 CANDIDATE = 0.25   # the best candidate of an undecided symptom: below render.SHOW_FULL, so only listed with why
@@ -44,8 +45,10 @@ DECIDED = 0.5
 # checks they exist
 SYMPTOMS = ("NCCL_COLLECTIVE_TIMEOUT", "GLOO_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG_HUNG", "WORKER_NATIVE_CRASH",
             "RDZV_NODES_MISSING", "GLOO_PEER_EXITED", "IB_FABRIC_FAULT", "FIREWALL_BLOCKS_PORTS", "HOSTNAME_UNRESOLVABLE")
-SIGNATURES_USED = (("NCCL_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG"), ("RDZV_NODES_MISSING", "RDZV_TIMEOUT"), ("IB_FABRIC_FAULT", "NCCL_REMOTE_ERROR"),
-                   ("FIREWALL_BLOCKS_PORTS", "NO_ROUTE_TO_HOST"), ("HOSTNAME_UNRESOLVABLE", "NAME_LOOKUP_FAILED"))
+SIGNATURES_USED = (("NCCL_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG"), ("RDZV_NODES_MISSING", "RDZV_TIMEOUT"),
+                   ("IB_FABRIC_FAULT", "NCCL_REMOTE_ERROR"), ("FIREWALL_BLOCKS_PORTS", "NO_ROUTE_TO_HOST"),
+                   ("HOSTNAME_UNRESOLVABLE", "NAME_LOOKUP_FAILED"), ("IB_ROCE_GID_MISMATCH", "GOT_COMPLETION"),
+                   ("IB_ROCE_GID_MISMATCH", "GOT_COMPLETION_2"))
 
 FR = ("the flight recorder: TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 <rerun>, then "
       "`ddpdoctor explain --fr <dump dir>` (which rank stopped, in which collective)")
@@ -53,15 +56,6 @@ FR = ("the flight recorder: TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON
 
 def _evs(col: Collector, fid: str, name: str = "") -> list[Evidence]:
     return col.sig_evidence([fid], name)
-
-
-def _hosts(col: Collector) -> set[str]:
-    hosts: set[str] = set()
-    for st in col.sigs.values():
-        hosts |= {e.host for e in st.first if e.host}
-    for vals in col.facts.values():
-        hosts |= {v.host for v in vals if v.host}
-    return hosts
 
 
 def symptom_differential(col: Collector, add, caps, decided: set[str], named) -> None:
@@ -84,13 +78,13 @@ def symptom_differential(col: Collector, add, caps, decided: set[str], named) ->
         # watchdog signature): one line, two readings; the stronger one counts, not both
         add(fid, 1.0 - (1.0 - weight) / (1.0 - have) if have < weight else 0.0, note, evs)
 
-    hosts = _hosts(col)
+    hosts = context(col).hosts   # the hosts that wrote lines (differential.py's reading)
     _collective_timeout(col, cand, hosts)
     _watchdog_hung(col, cand)
     _native_signal(col, cand)
-    _rendezvous_timeout(col, cand, hosts)
+    _rendezvous_timeout(col, cand)
     _peer_closed(col, cand)
-    _remote_error(col, cand, hosts)
+    _remote_error(col, cand)
     _no_route_to_store(col, cand)
     _retry_exceeded(col, cand)
 
@@ -176,7 +170,7 @@ def _native_signal(col: Collector, cand) -> None:
              "PYTHONFAULTHANDLER=1 <rerun> (the Python stack at the crash), `pip list | grep -i nccl`", first)
 
 
-def _rendezvous_timeout(col: Collector, cand, hosts: set[str]) -> None:
+def _rendezvous_timeout(col: Collector, cand) -> None:
     # torchrun's elastic rendezvous only (RendezvousTimeoutError): a store wait that timed out (`store->get('0') got
     # error: Socket Timeout`, a FileStore key) is another process that never wrote its key, not a rendezvous id
     evs = _evs(col, "RDZV_NODES_MISSING", "RDZV_TIMEOUT")
@@ -189,7 +183,8 @@ def _rendezvous_timeout(col: Collector, cand, hosts: set[str]) -> None:
          + (f" (this log shows run id {ids[0]})" if len(ids) == 1 else "") + "; decide with: the `run_id` line of "
          "every node's torchrun output (must be the same)", first)
     cand("RDZV_HOST_NOT_SELF_RECOGNIZED", WEAKER, "nodes missing from a rendezvous may never have got through to "
-         "the store (no node hosts it, or one never started); decide with: LOGLEVEL=INFO on the master (`hosts the TCP store` line) and "
+         "the store (no node hosts it, or one never started); decide with: LOGLEVEL=INFO on the master "
+         "(`hosts the TCP store` line) and "
          "`ddpdoctor network --master <master>` from the other nodes", first)
 
 
@@ -205,7 +200,7 @@ def _peer_closed(col: Collector, cand) -> None:
          "rank still waited in a collective; decide with: `len(dataloader)` on every rank", first)
 
 
-def _remote_error(col: Collector, cand, hosts: set[str]) -> None:
+def _remote_error(col: Collector, cand) -> None:
     evs = [e for e in _evs(col, "IB_FABRIC_FAULT", "NCCL_REMOTE_ERROR")]
     if not evs:
         return
