@@ -78,7 +78,8 @@ def _combine(weights: Iterable[float]) -> float:
     p = 1.0
     for w in weights:
         p *= 1.0 - w
-    return min(MAX_CONFIDENCE, 1.0 - p)
+    # rounded, so that the threshold below decides and not the float: 1 - (1 - 0.2) is 0.19999999999999996
+    return min(MAX_CONFIDENCE, round(1.0 - p, 9))
 
 
 def _related(a: FailureMode, b: FailureMode) -> bool:
@@ -258,7 +259,9 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
             d.confidence = UNDECIDED_MAX
             if not any(n.startswith("low confidence") for n in d.notes):  # a rule may already say what decides
                 d.notes.append(_undecided_note(d.failure))
-    out = [d for d in out if d.confidence >= MIN_CONFIDENCE]
+    # strictly above: a signature of weight MIN_CONFIDENCE (0.2: a watchdog line for UNEVEN_INPUTS_HANG, a store
+    # connect timeout for FIREWALL_BLOCKS_PORTS, ...) only corroborates; alone it names nothing
+    out = [d for d in out if d.confidence > MIN_CONFIDENCE]
     # a neutral order; line order only among related modes, below. At equal confidence, a diagnosis that some
     # failure line backs goes before one that only INFO lines (clues) make possible, and a root cause before a
     # consequence (both capped alike, e.g. at low confidence: a rank's own CUDA error beside the watchdog timeouts of
