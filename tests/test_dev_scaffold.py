@@ -44,7 +44,7 @@ def snapshot(repo: Path) -> dict[str, str]:
             if p.is_file() and not any(part in IGNORED for part in p.parts)}
 
 
-def run(repo: Path, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+def run(repo: Path, argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
     if argv[0] == "python":
         argv = [sys.executable, *argv[1:]]
     env = {**os.environ, "PYTHONPATH": str(repo), "PYTHONDONTWRITEBYTECODE": "1"}

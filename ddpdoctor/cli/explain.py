@@ -79,7 +79,8 @@ def explain(what: str | None, log_paths: tuple, fr_path: str | None, events_path
         taps = [Tap(p if p != "-" else "stdin") for p in log_paths]
         # one deadline for all the logs given, counted from the command's start (like inspect's and network's)
         stop_at = time.monotonic() + max(deadline - _RESERVE_S, deadline / 2)
-        done = [_explain_log(p, json_out, tap, stop_at=stop_at, deadline=deadline) for p, tap in zip(log_paths, taps)]
+        done = [_explain_log(p, json_out, tap, stop_at=stop_at, deadline=deadline, first=i == 0)
+                for i, (p, tap) in enumerate(zip(log_paths, taps))]
         from ddpdoctor.logscan import joint
         together = joint.judge([ex for _, _, ex in done])  # several logs: one conclusion over them
         _explain_watchdog(taps, json_out, [doc for doc, _, _ in done], together,
@@ -247,7 +248,7 @@ def _watch(events_path, near, **facts):
 
 
 def _explain_log(path: str, json_out: bool, tap=None, stop_at: float | None = None,
-                 deadline: float = 10.0) -> tuple[str | None, str, object]:
+                 deadline: float = 10.0, first: bool = True) -> tuple[str | None, str, object]:
     """Explain one log: prints the text, or returns the JSON document (the caller prints one object);
     and what damaged the input ('' when none: a truncated .gz is explained up to the damage)."""
     from ddpdoctor.logscan import explain_stream
@@ -295,7 +296,7 @@ def _explain_log(path: str, json_out: bool, tap=None, stop_at: float | None = No
             stream.close()
     damage = (f"{source}: {ex.damaged}; explained only the first {ex.lines} line(s), read before the damage"
               if ex.damaged else "")
-    cut = _cut_note(ex, total if path != "-" and not _compressed(path) else 0, deadline) if ex.cut else None
+    cut = _cut_note(ex, total if path != "-" and not _compressed(path) else 0, deadline, first) if ex.cut else None
     if json_out:
         d = render.to_report(ex).to_dict()
         if cut:
@@ -323,7 +324,7 @@ def _compressed(path: str) -> bool:
         return False
 
 
-def _cut_note(ex, total: int, deadline: float) -> tuple[dict, str]:
+def _cut_note(ex, total: int, deadline: float, first: bool = True) -> tuple[dict, str]:
     """What the deadline left unread: (JSON, one line of text). The suggested deadline scales the time spent
     by the share of the file not read (doubled: a loaded machine reads slower); unknown size: ten times."""
     import math
@@ -334,8 +335,9 @@ def _cut_note(ex, total: int, deadline: float) -> tuple[dict, str]:
         need, of = deadline * 10, ""
     need = int(math.ceil(need / 10.0) * 10)
     rerun = f"rerun with --deadline {need} to read it all"
-    if not ex.bytes:  # several logs: the ones before this took the whole deadline
-        text = (f"The deadline ({deadline:g} s) passed before this log was read (the logs before it took it): "
+    if not ex.bytes:  # the logs before this one took the whole deadline, or (the first) starting up did
+        who = "starting up took it: a loaded machine" if first else "the logs before it took it"
+        text = (f"The deadline ({deadline:g} s) passed before this log was read ({who}): "
                 f"nothing of it was read: {rerun}.")
     else:
         text = (f"The deadline ({deadline:g} s) passed: read {ex.lines:,} lines, {ex.bytes / 1e6:,.0f} MB{of}; the rest "
