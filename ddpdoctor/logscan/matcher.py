@@ -349,10 +349,15 @@ class Matcher:
         if not rules:
             return []
         joined = _joined(data, end, body)
+        first = len(body.rstrip())
+        nxt = two[len(low[start:end].rstrip()) + 1:]
         out = []
         for rule in rules.values():
             m = rule.regex.search(joined) if joined else None
-            if m and m.start() < len(body.rstrip()) < m.end():
+            # the match needs both lines, or lies in the next line whose trigger word only this line holds (a
+            # library's `Failed: CUDA error <file>:<line>` wrapped before its quoted `'peer access is not ...'`): the
+            # next line alone is never searched for it, so this is the only reading that finds it
+            if m and first < m.end() and (m.start() < first or not any(t in nxt for t in rule.triggers)):
                 out.append((rule, {k: v for k, v in m.groupdict().items() if v is not None}))
         return out
 
@@ -381,8 +386,9 @@ def _line_end(low: bytes, pos: int, n: int) -> int:
     return nl if cr == -1 else cr
 
 
-# a wrapped message goes on mid-sentence: in lowercase, or mid-number (a terminal cuts `NumelOut=1|29280`)
-_CONTINUES = re.compile(rb"[ \t]*[a-z0-9(]")
+# a wrapped message goes on mid-sentence: in lowercase, or mid-number (a terminal cuts `NumelOut=1|29280`), or with
+# the quote that opens its quoted part (`'peer access is not supported ...'`)
+_CONTINUES = re.compile(rb"[ \t]*['\"`]?[a-z0-9(]")
 
 
 def _two_lines(data: bytes, low: bytes, start: int, end: int) -> bytes:
