@@ -56,7 +56,10 @@ GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", 
          "environment",
          # tools that say they cannot do something (`python: can't open file`, busybox nslookup's `can't resolve`,
          # `** server can't find`): one gate for what were separate ones
-         "can't ")
+         "can't ",
+         # CUDA's fork error in either of its sentences (torch/cuda/__init__.py _lazy_init): what was the
+         # "in forked subprocess" gate
+         "cuda ")
 
 
 @dataclass(frozen=True)
