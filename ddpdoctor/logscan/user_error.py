@@ -38,7 +38,7 @@ _LIBRARY = re.compile(r"(?i)[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python
 # last, is in their package): the package directory names the framework.
 _FRAMEWORK = re.compile(r"[/\\](?P<fw>accelerate|transformers|deepspeed|lightning|pytorch_lightning|lightning_fabric|"
                         r"megatron|trl|peft|colossalai|fairseq|mmengine|mmcv|detectron2|torchtune|llamafactory|verl|"
-                        r"swift|nemo)[/\\]")
+                        r"swift|nemo|ignite)[/\\]")
 # torch.distributed's own exceptions and the launcher's wrappers: distributed failures or their echo.
 # torch's own device, process-group and process-spawning code: a traceback that ends there is the set-up's
 _SETUP = re.compile(r"[/\\]torch[/\\](?:cuda|distributed|multiprocessing)[/\\]")
