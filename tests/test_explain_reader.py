@@ -321,3 +321,20 @@ def test_the_escape_finder_agrees_with_memmem(monkeypatch):
     without = gatefind.literal_finder(b"%20")
     for data in (b"", b"45%|####", b"a%20b", b"x" * 100000 + b"%2", b"%20" + b"y" * 100000):
         assert with_ac(data) == without(data) == (b"%20" in data)
+
+
+def test_mpiruns_timestamped_tags_are_stripped_and_give_the_rank():
+    # `mpirun --timestamp-output --tag-output` (orte/mca/iof/base: ctime() without its newline, then "[job,rank]<stdout>:")
+    line = "Fri Aug 11 12:31:45 2023[1,3]<stdout>:node4:1850304:1881110 [3] NCCL INFO Bootstrap : Using ib0:10.0.0.4<0>"
+    assert split_origin(line) == ("node4:1850304:1881110 [3] NCCL INFO Bootstrap : Using ib0:10.0.0.4<0>", "node4", 3)
+    # --timestamp-output alone: "<ctime><stdout>:"
+    assert split_origin("Mon Jan  8 09:01:02 2024<stderr>:RuntimeError: x")[0] == "RuntimeError: x"
+    # a date in a message is not a prefix
+    assert split_origin("Fri Aug 11 12:31:45 2023 job started")[0] == "Fri Aug 11 12:31:45 2023 job started"
+
+
+def test_an_nccl_warn_line_names_its_host_like_an_info_line():
+    # NCCL's WARN prefix puts file:line (and, from 2.30.7, the function) between the device and "NCCL WARN"
+    assert split_origin("node7:55:61 [2] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'")[1] == "node7"
+    assert split_origin("node7:55:61 [2] misc/socket.cc:71 (socketProgress) NCCL WARN x")[1] == "node7"
+    assert split_origin("node7:55:61 [2] NCCL INFO x")[1] == "node7"

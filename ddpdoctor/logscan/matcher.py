@@ -50,6 +50,10 @@ _PREFIX = re.compile(
     # (`[80746] `), accelerate's `stderr: ` and torchx's `trainer/0 [1]:`
     r">+ ?|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?[ \t]+|\[\d+\] (?=\S)|std(?:out|err): |"
     r"[\w-]+/\d+ \[(?P<torchx>\d+)\]:\s?|"
+    # Open MPI's `mpirun --timestamp-output` (orte/mca/iof/base: ctime() without its newline, glued to the tag
+    # "%s[%s,%s]<%s>:" with --tag-output, "%s<%s>:" without): the time goes, the tag is read below
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d \d{4}"
+    r"(?:<std(?:out|err|diag)>:\s?|(?=\[\d+,\d+\]<std))|"
     r"(?P<label>[A-Za-z0-9][A-Za-z0-9_.-]{0,62}): "
     r"|\[\d+,(?P<mpi>\d+)\]<std(?:out|err)>:\s?"
     r"|\[rank(?P<rank>\d+)\]:\s?"
@@ -60,7 +64,11 @@ _PREFIX = re.compile(
 # (a shared library's name is the dynamic loader's prefix, dlerror(3): `libtorch_cuda.so: undefined symbol: ...`)
 _NOT_HOST = re.compile(r"(?i)(?:error|exception|warning|warn|info|debug|traceback|critical|fatal|notice)$|\.py$|"
                        r"\.so(?:\.\d+)*$")
-_NCCL_ORIGIN = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL ")
+# NCCL's debug prefix (src/debug.cc ncclDebugLog, src/misc/utils.cc before 2.5): "%s:%d:%d [%d] NCCL INFO ", and for
+# WARN the file and line too, "%s:%d:%d [%d] %s:%d NCCL WARN " (v2.4.8 .. v2.29), "... %s:%d (%s) NCCL WARN " with the
+# function (v2.30.7)
+_NCCL_ORIGIN = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+                          r"(?:[\w./-]+:\d+ (?:\([^()\s]*\) )?)?NCCL ")
 _MSG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|(?<![\w-])rank[:=] ?(?P<r2>\d+)\b|\bon rank:? (?P<r3>\d+)")
 
 
