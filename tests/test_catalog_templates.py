@@ -59,7 +59,8 @@ def test_signature_matches_the_line_its_code_prints_in_every_release(fm, sig, e)
     assert e.source in ("NVIDIA/nccl", "pytorch/gloo", "pytorch/pytorch", "deepspeedai/DeepSpeed",
                         "python/cpython", "torvalds/linux", "openssh/openssh-portable", "openucx/ucx", "SchedMD/slurm", "zeromq/pyzmq",
                         "deepseek-ai/DeepEP", "mirror/busybox",
-                        "NVIDIA driver (nvidia-smi binary)", "pytorch/ignite") and e.file and e.versions
+                        "NVIDIA driver (nvidia-smi binary)", "pytorch/ignite",
+                        "huggingface/accelerate") and e.file and e.versions
 
 
 @pytest.mark.parametrize("fm,sig,e", [x for x in EMITTED if x[1].role == "cause"],
