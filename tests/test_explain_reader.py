@@ -252,6 +252,32 @@ def test_a_message_wrapped_over_two_lines_is_read_as_one():
     assert _ids_of(log)[:1] == ["DATALOADER_SHM_BUS_ERROR"]
 
 
+def test_a_wrapped_message_whose_quoted_part_starts_the_next_line_is_read_as_one():
+    # a library's exception (DeepEP's EPException: "Failed: CUDA error <file>:<line> '<cudaGetErrorString>'") posted
+    # wrapped before its quoted part: the CUDA error string alone names the cause, though only the first line holds
+    # the word its signature is gated on
+    log = ("RuntimeError: Failed: CUDA error /workspace/DeepEP/csrc/deep_ep.cpp:211\n"
+           "'peer access is not supported between these two devices'\n")
+    assert _ids_of(log)[:1] == ["CONSUMER_GPU_P2P_BROKEN"]
+    # the same second line under an unrelated first line that holds no trigger word of it: not joined on
+    assert "CONSUMER_GPU_P2P_BROKEN" not in _ids_of("Epoch 3 done\n'peer access is not supported between these two devices'\n")
+
+
+def test_a_next_line_that_matches_alone_is_not_counted_twice_through_the_first():
+    # both lines hold the signature's trigger: the second is found on its own, the join adds nothing
+    log = ("RuntimeError: CUDA error: first\n"
+           "cuda error: peer access is not supported between these two devices\n")
+    ds = [d for d in _explain_all(log) if d.failure.id == "CONSUMER_GPU_P2P_BROKEN"]
+    assert ds and {e.line for e in ds[0].evidence} == {2}
+
+
+def _explain_all(text: str):
+    import io as _io
+
+    from ddpdoctor.logscan import explain_stream as _explain
+    return _explain(_io.BytesIO(text.encode()), "t.log").diagnoses
+
+
 def test_a_next_line_that_starts_a_new_message_is_not_joined_on():
     # the second line begins a new log record (capitalised, a level letter): not the rest of the first
     log = "RuntimeError: DataLoader worker (pid 47) is killed by signal: Bus\nE1125 error. something else\n"
@@ -295,3 +321,20 @@ def test_the_escape_finder_agrees_with_memmem(monkeypatch):
     without = gatefind.literal_finder(b"%20")
     for data in (b"", b"45%|####", b"a%20b", b"x" * 100000 + b"%2", b"%20" + b"y" * 100000):
         assert with_ac(data) == without(data) == (b"%20" in data)
+
+
+def test_mpiruns_timestamped_tags_are_stripped_and_give_the_rank():
+    # `mpirun --timestamp-output --tag-output` (orte/mca/iof/base: ctime() without its newline, then "[job,rank]<stdout>:")
+    line = "Fri Aug 11 12:31:45 2023[1,3]<stdout>:node4:1850304:1881110 [3] NCCL INFO Bootstrap : Using ib0:10.0.0.4<0>"
+    assert split_origin(line) == ("node4:1850304:1881110 [3] NCCL INFO Bootstrap : Using ib0:10.0.0.4<0>", "node4", 3)
+    # --timestamp-output alone: "<ctime><stdout>:"
+    assert split_origin("Mon Jan  8 09:01:02 2024<stderr>:RuntimeError: x")[0] == "RuntimeError: x"
+    # a date in a message is not a prefix
+    assert split_origin("Fri Aug 11 12:31:45 2023 job started")[0] == "Fri Aug 11 12:31:45 2023 job started"
+
+
+def test_an_nccl_warn_line_names_its_host_like_an_info_line():
+    # NCCL's WARN prefix puts file:line (and, from 2.30.7, the function) between the device and "NCCL WARN"
+    assert split_origin("node7:55:61 [2] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'")[1] == "node7"
+    assert split_origin("node7:55:61 [2] misc/socket.cc:71 (socketProgress) NCCL WARN x")[1] == "node7"
+    assert split_origin("node7:55:61 [2] NCCL INFO x")[1] == "node7"

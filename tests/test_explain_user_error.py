@@ -117,3 +117,29 @@ def test_tracebacks_after_the_launcher_forwarded_ctrl_c_are_the_teardown_not_the
         "    loss = train_step(batch)",
     ])
     assert "USER_CODE_EXCEPTION" not in [d.failure.id for d in explain(log).diagnoses]
+
+
+_CUT_IN_PG_HELPER = (
+    'Traceback (most recent call last):\n'
+    '  File "/work/train.py", line 40, in <module>\n'
+    '    dist.init_process_group("{backend}")\n'
+    '  File "/opt/venv/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 1634, in '
+    'init_process_group\n'
+    '    default_pg, _ = _new_process_group_helper(\n'
+    '  File "/opt/venv/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 1899, in '
+    '_new_process_group_helper\n'
+    '    backend_class = {cls}(backend_prefix_store, group_rank, group_size, pg_options)\n')
+
+
+def test_a_traceback_cut_at_the_nccl_backends_constructor_names_no_gpu_with_low_confidence():
+    # ProcessGroupNCCL's constructor first checks at::cuda::getNumGPUs() != 0 (ProcessGroupNCCL.cpp): its source line
+    # under the frame says which call _new_process_group_helper was making
+    ex = explain(_CUT_IN_PG_HELPER.format(backend="nccl", cls="ProcessGroupNCCL"))
+    d = ex.diagnoses[0]
+    assert d.failure.id == "TORCH_SEES_NO_GPU" and d.confidence < 0.5
+    assert any("ProcessGroupNCCL's constructor" in n and "device_count()" in n for n in d.notes)
+
+
+def test_the_same_frame_building_another_backend_is_not_read_as_no_gpu():
+    ex = explain(_CUT_IN_PG_HELPER.format(backend="gloo", cls="ProcessGroupGloo"))
+    assert "TORCH_SEES_NO_GPU" not in [d.failure.id for d in ex.diagnoses]

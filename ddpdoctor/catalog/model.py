@@ -53,7 +53,13 @@ GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", 
          # "Could not find ..." WARNs, the driver's version lines, launchers' ssh failures)
          "kill", "could not find", "driver", " ssh", "is not comp",
          # torch's `environment variable RANK expected, but not set` and NCCL's `NCCL_X set by environment to V`
-         "environment")
+         "environment",
+         # tools that say they cannot do something (`python: can't open file`, busybox nslookup's `can't resolve`,
+         # `** server can't find`): one gate for what were separate ones
+         "can't ",
+         # CUDA's fork error in either of its sentences (torch/cuda/__init__.py _lazy_init): what was the
+         # "in forked subprocess" gate
+         "cuda ")
 
 
 @dataclass(frozen=True)

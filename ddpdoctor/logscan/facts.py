@@ -151,7 +151,8 @@ FACTS = (
     # Every frame of a traceback (CPython traceback.py: '  File "{}", line {}, in {}'): user_error.py keeps the
     # last frame of the job's own code per rank, which names where an exception was raised. Same trigger as
     # call_site: no extra pass over the log.
-    Fact("frame", r'File "(?P<file>[^"]+\.py)", line (?P<lineno>\d+), in (?P<func>[\w.<>]+)', trigger='.py", line ',
+    # The line under a frame is its quoted source line (`after`): the call a traceback cut there was making.
+    Fact("frame", r'File "(?P<file>[^"]+\.py)", line (?P<lineno>\d+), in (?P<func>[\w.<>]+)', trigger='.py", line ', follow=1,
          example='  File "/home/me/train.py", line 88, in train_step'),
     # A native crash handler's report (UCX's, loaded in NGC/HPC-X containers: ucs/debug/debug.c
     # "Caught signal %d (%s)" then "==== backtrace (tid:%7d) ====" and frames "%2d 0x%016lx %s()  %s:%u"): the

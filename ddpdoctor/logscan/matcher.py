@@ -50,6 +50,10 @@ _PREFIX = re.compile(
     # (`[80746] `), accelerate's `stderr: ` and torchx's `trainer/0 [1]:`
     r">+ ?|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?[ \t]+|\[\d+\] (?=\S)|std(?:out|err): |"
     r"[\w-]+/\d+ \[(?P<torchx>\d+)\]:\s?|"
+    # Open MPI's `mpirun --timestamp-output` (orte/mca/iof/base: ctime() without its newline, glued to the tag
+    # "%s[%s,%s]<%s>:" with --tag-output, "%s<%s>:" without): the time goes, the tag is read below
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d \d{4}"
+    r"(?:<std(?:out|err|diag)>:\s?|(?=\[\d+,\d+\]<std))|"
     r"(?P<label>[A-Za-z0-9][A-Za-z0-9_.-]{0,62}): "
     r"|\[\d+,(?P<mpi>\d+)\]<std(?:out|err)>:\s?"
     r"|\[rank(?P<rank>\d+)\]:\s?"
@@ -60,7 +64,11 @@ _PREFIX = re.compile(
 # (a shared library's name is the dynamic loader's prefix, dlerror(3): `libtorch_cuda.so: undefined symbol: ...`)
 _NOT_HOST = re.compile(r"(?i)(?:error|exception|warning|warn|info|debug|traceback|critical|fatal|notice)$|\.py$|"
                        r"\.so(?:\.\d+)*$")
-_NCCL_ORIGIN = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL ")
+# NCCL's debug prefix (src/debug.cc ncclDebugLog, src/misc/utils.cc before 2.5): "%s:%d:%d [%d] NCCL INFO ", and for
+# WARN the file and line too, "%s:%d:%d [%d] %s:%d NCCL WARN " (v2.4.8 .. v2.29), "... %s:%d (%s) NCCL WARN " with the
+# function (v2.30.7)
+_NCCL_ORIGIN = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+                          r"(?:[\w./-]+:\d+ (?:\([^()\s]*\) )?)?NCCL ")
 _MSG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|(?<![\w-])rank[:=] ?(?P<r2>\d+)\b|\bon rank:? (?P<r3>\d+)")
 
 
@@ -349,10 +357,15 @@ class Matcher:
         if not rules:
             return []
         joined = _joined(data, end, body)
+        first = len(body.rstrip())
+        nxt = two[len(low[start:end].rstrip()) + 1:]
         out = []
         for rule in rules.values():
             m = rule.regex.search(joined) if joined else None
-            if m and m.start() < len(body.rstrip()) < m.end():
+            # the match needs both lines, or lies in the next line whose trigger word only this line holds (a
+            # library's `Failed: CUDA error <file>:<line>` wrapped before its quoted `'peer access is not ...'`): the
+            # next line alone is never searched for it, so this is the only reading that finds it
+            if m and first < m.end() and (m.start() < first or not any(t in nxt for t in rule.triggers)):
                 out.append((rule, {k: v for k, v in m.groupdict().items() if v is not None}))
         return out
 
@@ -381,8 +394,9 @@ def _line_end(low: bytes, pos: int, n: int) -> int:
     return nl if cr == -1 else cr
 
 
-# a wrapped message goes on mid-sentence: in lowercase, or mid-number (a terminal cuts `NumelOut=1|29280`)
-_CONTINUES = re.compile(rb"[ \t]*[a-z0-9(]")
+# a wrapped message goes on mid-sentence: in lowercase, or mid-number (a terminal cuts `NumelOut=1|29280`), or with
+# the quote that opens its quoted part (`'peer access is not supported ...'`)
+_CONTINUES = re.compile(rb"[ \t]*['\"`]?[a-z0-9(]")
 
 
 def _two_lines(data: bytes, low: bytes, start: int, end: int) -> bytes:

@@ -38,7 +38,7 @@ _LIBRARY = re.compile(r"(?i)[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python
 # last, is in their package): the package directory names the framework.
 _FRAMEWORK = re.compile(r"[/\\](?P<fw>accelerate|transformers|deepspeed|lightning|pytorch_lightning|lightning_fabric|"
                         r"megatron|trl|peft|colossalai|fairseq|mmengine|mmcv|detectron2|torchtune|llamafactory|verl|"
-                        r"swift|nemo)[/\\]")
+                        r"swift|nemo|ignite)[/\\]")
 # torch.distributed's own exceptions and the launcher's wrappers: distributed failures or their echo.
 # torch's own device, process-group and process-spawning code: a traceback that ends there is the set-up's
 _SETUP = re.compile(r"[/\\]torch[/\\](?:cuda|distributed|multiprocessing)[/\\]")
@@ -80,6 +80,7 @@ class Frame:
     lineno: str
     func: str
     ev: Evidence
+    source: str = ""   # the quoted source line under it (CPython prints it when the file is readable)
 
 
 @dataclass
@@ -109,7 +110,8 @@ class Tracker:
     def frame(self, groups: dict, ev: Evidence) -> None:
         key = (ev.host, ev.rank)
         if key in self.last_frame or len(self.last_frame) < KEEP_WRITERS:
-            self.last_frame[key] = Frame(groups.get("file", ""), groups.get("lineno", "?"), groups.get("func", "?"), ev)
+            self.last_frame[key] = Frame(groups.get("file", ""), groups.get("lineno", "?"), groups.get("func", "?"), ev,
+                                         groups.get("after", "").strip()[:300])
         if key in self.open_tb and _SETUP.search(groups.get("file", "")):
             # the traceback went on into torch's device / process-group / spawn code: the distributed set-up
             # raised, not the job's code (a catalog mode's line was cut off with the traceback's end)
@@ -207,7 +209,8 @@ def user_code_rule(col, add, root_rank: int | None = None) -> None:
 
 
 # A traceback cut after the frame that raised (a paste that stops there, a log tail): torch functions whose errors
-# are few enough that the raising call names the likely one. torch/cuda/__init__.py set_device raises
+# are few enough that the raising call names the likely one (and, where the function makes several calls, the quoted
+# source line under the frame names the call: _SOURCE). torch/cuda/__init__.py set_device raises
 # `invalid device ordinal` when the index is >= the GPUs this process sees (torch._C._cuda_setDevice).
 _CUT_AT = {("set_device", re.compile(r"[/\\]torch[/\\]cuda[/\\]__init__\.py$")): (
     "NPROC_EXCEEDS_GPUS", "torch.cuda.set_device", "`invalid device ordinal`: a local rank >= the GPUs this process sees "
@@ -218,7 +221,17 @@ _CUT_AT = {("set_device", re.compile(r"[/\\]torch[/\\]cuda[/\\]__init__\.py$")):
     ("_get_env_or_raise", re.compile(r"[/\\]torch[/\\]distributed[/\\]rendezvous\.py$")): (
     "SCRIPT_WITHOUT_LAUNCHER", "the env:// rendezvous", "`environment variable RANK expected, but not set`: the script "
     "was started without torchrun (or another launcher) to set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
-    "the traceback's last line, and how the script was started (torchrun / accelerate launch / srun)")}
+    "the traceback's last line, and how the script was started (torchrun / accelerate launch / srun)"),
+    # distributed_c10d.py _new_process_group_helper building the NCCL backend (`backend_class = ProcessGroupNCCL(...)`,
+    # `pg = ProcessGroupNCCL(...)` in 1.x): the constructor's first check (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
+    # TORCH_CHECK, TORCH_CHECK_WITH(ValueError, ...) in 2.x) is `at::cuda::getNumGPUs() != 0`.
+    ("_new_process_group_helper", re.compile(r"[/\\]torch[/\\]distributed[/\\]distributed_c10d\.py$")): (
+    "TORCH_SEES_NO_GPU", "ProcessGroupNCCL's constructor", "`ProcessGroupNCCL is only supported with GPUs, no GPUs "
+    "found!`: torch counts no CUDA device in this process (a CPU-only torch, CUDA_VISIBLE_DEVICES empty, or no driver "
+    "in reach)", "the traceback's last line, and `python -c 'import torch; print(torch.cuda.device_count())'` run the "
+    "way the job runs")}
+# calls a frame's quoted source line must make for its _CUT_AT entry (functions that make several risky calls)
+_SOURCE = {"_new_process_group_helper": re.compile(r"\bProcessGroupNCCL\(")}
 
 
 def cut_traceback_rule(col, add) -> None:
@@ -228,7 +241,7 @@ def cut_traceback_rule(col, add) -> None:
         return
     for f in sorted(col.user.last_frame.values(), key=lambda f: f.ev.line):
         for (func, path), (fid, call, usual, decide) in _CUT_AT.items():
-            if f.func == func and path.search(f.file):
+            if f.func == func and path.search(f.file) and (func not in _SOURCE or _SOURCE[func].search(f.source)):
                 add(fid, 0.4, f"low confidence: {_who(f.ev)}'s traceback is cut right where {call} raises "
                               f"({_where(f)}); its usual error there is {usual}; what would decide: {decide}", [f.ev])
                 return
