@@ -114,3 +114,17 @@ def test_with_native_stacks_asked_for_the_cuda_call_is_named_and_the_pause_measu
     got, gw = watch_for(pid, gpuwait.GPU_WAIT_S + 14, native=True)
     assert got and got[-1]["call"] == "cuStreamSynchronize" and got[-1]["lib"] == "libcuda.so.1", got[-1:]
     assert len(gw.native_costs) == 1 and got[-1]["native_s"] > 0   # one stop of the process, measured
+
+
+def test_a_wait_is_counted_from_the_threads_last_sample_outside_the_driver(spinner):
+    """A loop of 8 s syncs with a few ms of Python between them: once a sync is confirmed, the next one is
+    a new wait. Its spin counter and "for N s" count from the last sample outside the driver, not from when
+    the sampler started (a wait named 4.1 s after its onset said "for 38 s": the seconds and samples of the
+    healthy steps before the onset were counted in)."""
+    pid = spinner(8.0)
+    perf_or_skip(pid).close()
+    got, gw = watch_for(pid, 30)
+    assert got, "never confirmed"
+    # each report's proof lies within one sync (8 s, +1 s of drain and tick granularity)
+    assert max(g["spin_s"] for g in got) <= 9.5, [(g["spin_s"], g["samples"]) for g in got]
+    assert max(g["samples"] for g in got) <= 9.5 * 1000, [g["samples"] for g in got]  # 1 sample a ms of CPU

@@ -243,9 +243,18 @@ class GpuWatch:
             if c.sampler is not None:
                 drv, other = driver_only(c.sampler.drain())
                 # before the verdict one sample elsewhere ends it (a loop's Python between its syncs);
-                # after it, only a real share does (the stack changing ends it too: note_stack)
+                # after it, a real share does (the stack changing ends it too: note_stack) ...
                 if other if c.confirmed is None else other * 10 > drv + other:
                     self._end(p, now, moved=False)
+                    continue
+                if other:
+                    # ... and a few samples end that wait (the Python between two syncs at one line): the
+                    # wait now is a new one, proven again from here. Counted from the sampler's start, the
+                    # "for N s" of a wait named 4 s after its onset said 38 s: the healthy steps before it.
+                    # It ended by itself: a later one must outlast twice it (as in _end)
+                    p.longest = max(p.longest, now - c.perf_t)
+                    c.since = c.perf_t = c.last_cpu_t = now
+                    c.driver, c.confirmed = 0, None
                     continue
                 c.driver += drv
                 if drv:
@@ -265,7 +274,7 @@ class GpuWatch:
                     continue
             if c.confirmed is not None:
                 out[pid] = {**c.confirmed, "held_s": round(held, 1), "need_s": need,
-                            **({"spin_s": round(now - c.perf_t, 1)} if c.sampler is not None else {})}
+                            **({"spin_s": round(now - c.perf_t, 1), "samples": c.driver} if c.sampler is not None else {})}
         return out
 
     def _confirm(self, pid: int, c: _Cand, now: float) -> dict[str, Any] | None:
