@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from watchlab import CpuCap, TrainJob, Watch  # noqa: E402
+from watchlab import BusyCore, CpuCap, TrainJob, Watch  # noqa: E402
 
 JOBS = {"train": ROOT / "tests" / "watch_jobs" / "train.py",   # explicit all_reduce of the gradients
         "ddp": ROOT / "tests" / "watch_jobs" / "ddp_train.py"}   # DistributedDataParallel: the wait is in backward
@@ -300,7 +300,9 @@ def fanin(a) -> None:
 
 def trace(a) -> None:
     """Record what the judge is fed (watch/observe.py's rank dicts, one line a second) on a real job, with
-    the faults of --plan ([seconds after ready, fault-file spec | "none" | "cap:R:S" | "uncap"]) marked:
+    the faults of --plan ([seconds after ready, fault-file spec | "none" | "cap:R:S" | "uncap" | "hog:R[:DUTY[:NICE]]"
+    (rank R pinned to its CPU with a hog spinning DUTY of the time there, at NICE) | "hogfree:R[:DUTY[:NICE]]" (the hog alone on
+    R's CPU, the rank free to move) | "unhog"]) marked:
     the straggler rule is then chosen by replaying the same traces with other settings."""
     from ddpdoctor.watch.observe import NodeView
     plan = json.loads(a.plan)
@@ -319,7 +321,11 @@ def trace(a) -> None:
                     if spec.startswith("cap:"):
                         _, r, share = spec.split(":")
                         cap = CpuCap(pids[int(r)], float(share))
-                    elif spec == "uncap" and cap:
+                    elif spec.startswith(("hog:", "hogfree:")):  # a busy core: hog:R[:DUTY[:NICE]] pins R with it
+                        kind, r, *more = spec.split(":")
+                        cap = BusyCore(pids[int(r)], float(more[0]) if more else 1.0, pin=kind == "hog",
+                                       nice=int(more[1]) if len(more) > 1 else 0)
+                    elif spec in ("uncap", "unhog") and cap:
                         cap.close()
                         cap = None
                     elif spec == "none":

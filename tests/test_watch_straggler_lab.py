@@ -1,6 +1,6 @@
 """Stragglers no stack shows: a node slowed by its network, named by `srun --overlap ... ddpdoctor watch
---gather` (Slurm lab, 2 nodes), and a rank of a DistributedDataParallel job, whose peers wait for it
-inside loss.backward().
+--gather` (Slurm lab, 2 nodes), a rank of a DistributedDataParallel job, whose peers wait for it
+inside loss.backward(), and a rank on a busy core (no more work, no quota: it waits for a CPU).
 
 Each lab node's slurmd runs in a pid namespace of its own, the job is `srun python train.py` with one rank
 per node (RANK from SLURM_PROCID). The job first runs healthy under the machine's normal load: watch must
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from slurmlab import start_or_skip
-from watchlab import ROOT, SlurmJob, TrainJob, Watch, srun_python
+from watchlab import ROOT, BusyCore, SlurmJob, TrainJob, Watch, srun_python
 
 pytest.importorskip("torch")
 STRAGGLER_GOAL_S = 60.0   # the goal (3 runs: 41-42 s); a test asserts it with room for a loaded CI machine
@@ -85,6 +85,39 @@ def test_a_lagging_rank_of_a_ddp_job_is_named_though_its_peers_wait_inside_backw
         assert [x["kind"] for x in w.events] == ["straggler"], w.events
         assert job.proc.poll() is None, "watch must leave the job running"
     finally:
+        if w is not None:
+            w.stop()
+        job.kill()
+
+
+def test_a_rank_bound_to_a_busy_core_is_named_waiting_for_a_cpu_with_the_process_that_shares_it(tmp_path: Path):
+    """2 ranks of train.py; healthy first (the machine's normal load, other jobs beside it): nothing. Then
+    rank 1's threads are bound to the CPU it runs on (`taskset -a -p`, as a cpuset or `srun --cpu-bind`
+    does) and a CPU hog is started bound to the same CPU: rank 1 computes no more and is throttled by no
+    quota, it waits for its core. Named from the time its main thread waits for a CPU (schedstat
+    run_delay, watch/corejudge.py) with the hog's pid, which /proc shows on that CPU."""
+    job = TrainJob(tmp_path, nproc=2, seconds=240)
+    w = core = None
+    try:
+        job.wait_ready()
+        w = Watch("--pid", str(job.proc.pid))
+        time.sleep(HEALTHY_S + 15)
+        assert [e for e in w.events if e["kind"] != "summary"] == [], w.events
+        core = BusyCore(job.rank_pid(1))
+        t = time.monotonic()
+        e = w.wait_for("straggler", STRAGGLER_BOUND_S + 3, after=t)
+        assert e is not None, (w.events, job.log.read_text()[-1500:])
+        print(f"named in {e['at'] - t:.1f} s: {e['detail']}; {e['cause']}")
+        assert e["ranks"] == [1], e
+        assert e["cause"].startswith("waiting for a CPU ") and "of the time (a busy core)" in e["cause"], e
+        assert f"CPU {core.cpu}, the only one it may run on" in e["cause"], e
+        assert f"shared with pid {core.hog.pid} (python)" in e["cause"] and "may run only there" in e["cause"], e
+        assert e["at"] - t <= STRAGGLER_BOUND_S, e
+        assert [x["kind"] for x in w.events] == ["straggler"], w.events
+        assert job.proc.poll() is None, "watch must leave the job running"
+    finally:
+        if core is not None:
+            core.close()
         if w is not None:
             w.stop()
         job.kill()

@@ -193,6 +193,62 @@ class CpuCap:
             pass
 
 
+HOG = """import sys, time
+duty = float(sys.argv[1])
+while True:
+    end = time.monotonic() + 0.1 * duty
+    while time.monotonic() < end:
+        pass
+    if duty < 1:
+        time.sleep(0.1 * (1 - duty))
+"""
+
+
+def threads(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def cpu_of(pid: int) -> int:
+    """The CPU the process's main thread last ran on (proc(5) stat field 39, "processor")."""
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[36])
+
+
+class BusyCore:
+    """A busy core for one rank: a CPU hog (a process that spins `duty` of every 100 ms, at `nice`) pinned to one CPU,
+    and with `pin` the rank's every thread pinned there too (taskset -a -p, as a cpuset or Slurm's
+    --cpu-bind does); without it the rank may move, the hog stays on the CPU the rank ran on. Undone by close()."""
+
+    def __init__(self, pid: int, duty: float = 1.0, pin: bool = True, cpu: int | None = None, nice: int = 0):
+        self.pid, self.pinned = pid, pin
+        self.cpu = cpu_of(pid) if cpu is None else cpu
+        self.hog = subprocess.Popen([sys.executable, "-c", HOG, str(duty)], start_new_session=True,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.sched_setaffinity(self.hog.pid, {self.cpu})
+        # a nice below 0 weighs more with the scheduler (a daemon, another user's job at a higher priority):
+        # on a machine already loaded, a hog of the default weight is spread by the load balancer over the
+        # other cores' tasks and slows the bound rank no more than any other (measured: docs/watch.md)
+        os.setpriority(os.PRIO_PROCESS, self.hog.pid, nice)
+        if pin:
+            for tid in threads(pid):
+                try:
+                    os.sched_setaffinity(tid, {self.cpu})
+                except OSError:
+                    pass
+
+    def close(self):
+        if self.pinned:
+            for tid in threads(self.pid):
+                try:
+                    os.sched_setaffinity(tid, range(os.cpu_count() or 1))
+                except OSError:
+                    pass
+        self.hog.kill()
+        self.hog.wait(10)
+
+
 def cgroup_v1_cpu() -> bool:
     return (CGROUP_CPU / "cpu.cfs_quota_us").exists() and os.geteuid() == 0
 

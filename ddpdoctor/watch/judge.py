@@ -50,6 +50,7 @@ class RankTrack:
     workers: dict = field(default_factory=dict)                        # pid -> RankTrack of a child
     tcp: dict = field(default_factory=dict)                            # watch/netstuck.py, latest
     gpu: dict | None = None            # watch/gpuwait.py: its main thread waits on its GPU (latest tick)
+    core: dict | None = None           # watch/corescan.py: its CPU and who else ran there (latest scan)
     seqs: deque = field(default_factory=lambda: deque(maxlen=60))     # (t, {pg: numbers}): watch/seqjudge.py
     gone: bool = False
     exit: int | None = None
@@ -148,6 +149,8 @@ class Judge(StragglerJudge):
             tr.exit = o.get("exit")
             return
         tr.gpu = o.get("gpu") if isinstance(o.get("gpu"), dict) else None
+        if isinstance(o.get("core"), dict):
+            tr.core = o["core"]
         tr.ticks.append((now, o["run_ns"] + o["delay_ns"], o["delay_ns"], o["io"], o["state"],
                          o.get("throttled_ns", 0), o.get("cgroup", "")))
         if isinstance(o.get("tcp"), dict):

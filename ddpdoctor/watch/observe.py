@@ -27,10 +27,11 @@ import socket
 import sys
 import time
 import zlib
+from collections import deque
 from typing import Any
 
 from ddpdoctor.inspect.where import COLLECTIVES
-from ddpdoctor.watch import netstuck, seqfeed
+from ddpdoctor.watch import corescan, netstuck, seqfeed
 from ddpdoctor.watch.gpuwait import GpuWatch
 from ddpdoctor.watch import ranks as rankmod
 from ddpdoctor.watch.record import Recorder
@@ -76,6 +77,8 @@ class NodeView:
         self.cgroup: dict[int, str | None] = {}
         self._next_qdisc = 0.0
         self._next_cgroup = time.monotonic() + CGROUP_EVERY_S
+        self.cores = corescan.CoreScan()   # who else runs on a rank's CPU, while one waits for a CPU
+        self._delay: dict[int, deque] = {}   # pid -> (t, delay ns) of its last ticks
         self.gpu = GpuWatch()   # a rank that spins in the CUDA driver at one Python line (watch/gpuwait.py)
         # torch's debug server in the ranks: their collective sequence numbers (watch/seqfeed.py)
         self.debug_server = debug_server
@@ -168,9 +171,12 @@ class NodeView:
             self._next_qdisc = now + QDISC_EVERY_S
             qd = qdiscs()
         out = []
+        ticks = {pid: proc_tick(pid, now) for pid in live}
+        near = self.cores.near(now, {pid: (tk.cpu, self._delay_share(pid, tk, now)) for pid, tk in ticks.items()
+                                     if tk.state not in ("gone", "Z", "X")})
         for pid in live:
             r = self.ranks[pid]
-            tk = proc_tick(pid, now)
+            tk = ticks[pid]
             if pid not in self.cgroup:  # cleared every CGROUP_EVERY_S: a cap may be applied later
                 self.cgroup[pid] = cpu_stat_path(pid)
             rec = {"rank": r.rank, "host": self.host, "pid": pid, "world_size": r.world_size,
@@ -187,6 +193,10 @@ class NodeView:
                 self.loader_ranks.add(pid)
             elif rec["stack"] and rec["stack"]["ok"]:
                 self.loader_ranks.discard(pid)
+            if tk.cpu >= 0:
+                rec["cpu"] = tk.cpu
+            if pid in near:
+                rec["core"] = near[pid]
             if pid in chunks:
                 rec["rec"] = chunks[pid]
             if pid in gpu:
@@ -203,6 +213,13 @@ class NodeView:
                                   for w in workers[pid]]
             out.append(rec)
         return out
+
+    def _delay_share(self, pid: int, tk, now: float) -> float:
+        """The share of the last ≈5 s its main thread waited for a CPU (schedstat run_delay)."""
+        q = self._delay.setdefault(pid, deque(maxlen=6))
+        q.append((now, tk.delay_ns))
+        t0, d0 = q[0]
+        return (tk.delay_ns - d0) / 1e9 / (now - t0) if now - t0 >= 1.0 else 0.0
 
     def close(self):
         self.exits.close()

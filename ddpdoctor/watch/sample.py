@@ -35,6 +35,7 @@ class ProcTick:
     cpu_ticks: int = 0       # whole process utime+stime
     io_bytes: int = 0        # whole process rchar+wchar
     exit_code: int | None = None  # wait status, readable while the process is a zombie (proc(5) field 52)
+    cpu: int = -1            # the CPU its main thread last ran on (proc(5) field 39, processor)
 
 
 def _read(path: str) -> str | None:
@@ -96,7 +97,8 @@ def proc_tick(pid: int, now: float | None = None) -> ProcTick:
             k, _, v = line.partition(":")
             if k in ("rchar", "wchar"):
                 io += int(v)
-    return ProcTick(pid, now, state, run, delay, int(rest[11]) + int(rest[12]), io, exit_code)
+    return ProcTick(pid, now, state, run, delay, int(rest[11]) + int(rest[12]), io, exit_code,
+                    int(rest[36]) if len(rest) > 36 else -1)
 
 
 @dataclass(frozen=True)

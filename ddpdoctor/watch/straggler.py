@@ -17,7 +17,7 @@ at every judgement for 40 s, or sooner by a CUSUM of its main thread's CPU time 
 by block (5 s, read every second, so counted from the second a lag starts): its excess over the others'
 median, clipped at 40 %, above 12 % accumulates to 3 s over >= 30 s while the samples over those seconds
 agree that the others wait for it; or by the same CUSUM on its cgroup's throttled time (a CPU quota,
-watch/capjudge.py), which a capped rank's CPU time cannot show.
+watch/capjudge.py) or on the time it waits for a CPU (a busy core, watch/corejudge.py): neither shows as CPU time.
 A rank starved of CPU by other work on the machine is a straggler for the job too, but a transient one is
 not an event: on the loaded 2-core lab machine healthy ranks lagged 10-18 % for up to 35 s; the rules were
 chosen by replaying recorded traces (benchmarks/bench_watch.py trace/replay, docs/watch.md).
@@ -37,7 +37,7 @@ import statistics
 from collections import Counter, deque
 from typing import Any, Mapping
 
-from ddpdoctor.watch import capjudge
+from ddpdoctor.watch import capjudge, corejudge
 from ddpdoctor.watch.record import CHUNK_S
 
 STRAGGLER_WINDOW_S = 20.0  # lag estimated over this (two 10 s record chunks of watch/record.py: ≈160 samples a rank)
@@ -77,6 +77,7 @@ class StragglerJudge:
         self._cusum: dict[tuple, list] = {}   # rank -> [excess-seconds accumulated, since when]
         self._cusum_t: float | None = None    # the last judgement: where this block of CPU time starts
         self._cap = capjudge.CapCusum()       # the same, on the cgroup's throttled time (watch/capjudge.py)
+        self._core = corejudge.CoreCusum()    # and on the time it waits for a CPU (watch/corejudge.py)
         self._strag_next = 0.0
         self.qdisc: dict[str, deque] = {}   # host -> (t, {dev: shaper counters}) (watch/sample.py qdiscs)
         self._net_seen: deque = deque(maxlen=200)   # (t, held-back host or None)
@@ -193,6 +194,7 @@ class StragglerJudge:
         prev = self._cusum_t
         fast = self._run_cusum(now, sh)
         capped = self._cap_cusum(prev, now, sh)
+        cored = self._cap_cusum(prev, now, sh, self._core)
         hb = self.held_back(now)
         net = self._judge_net(now, sh, hb)
         if net is not None:
@@ -204,10 +206,11 @@ class StragglerJudge:
         key = max(lag, key=lambda k: lag[k])
         if self.straggler is not None:
             k0 = self.straggler["_key"]
+            ticks = {k: t.ticks for k, t in self.ranks.items() if not t.gone}
             if k0 in lag and (lag[k0] >= self.strag_lag / 2 or self._cpu_excess(k0, now) >= RUN_K or self._cap.excess(
-                    k0, {k: t.ticks for k, t in self.ranks.items() if not t.gone}, now - self.strag_window, now)
-                    >= capjudge.THR_K):
-                return []  # still lagging, more CPU than the others, or throttled by its cap: not recovered
+                    k0, ticks, now - self.strag_window, now) >= capjudge.THR_K
+                    or corejudge.excess(k0, ticks, now - self.strag_window, now)[0] >= corejudge.CORE_K):
+                return []  # still lagging, more CPU than the others, throttled, waiting for a CPU: not recovered
             self.straggler = None
             self._strag_seen.clear()
             self._cusum.clear()
@@ -217,14 +220,14 @@ class StragglerJudge:
         while len(self._strag_seen) > 1 and self._strag_seen[1][0] <= now - self.strag_persist:
             self._strag_seen.popleft()
         seen = list(self._strag_seen)
-        by_cap = False
+        by_cap = by_core = False
         if seen[0][0] <= now - self.strag_persist and {s[1] for s in seen} == {key}:
             pass  # the mean of both measures lagging at every judgement for STRAGGLER_PERSIST_S
-        elif (fast or capped) is not None and (fast or capped)[0] in lag:
-            key, since = fast or capped
+        elif (fast or capped or cored) is not None and (fast or capped or cored)[0] in lag:
+            key, since = fast or capped or cored
             if hb.get(self.ranks[key].host, (0.0,))[0] >= NET_HELD_PER_S:
                 return []  # its node's egress shaper delays packets: the network rule names the node
-            by_cap = fast is None
+            by_cap, by_core = fast is None and capped is not None, fast is None and capped is None
             # how much: the judgements whose 20 s windows lie wholly after it began, else the newest one. A
             # window still half before the onset averages those seconds in: on the recorded DDP +20 % traces
             # (bench_watch_timeline.py) the lag read 0.03-0.15 for the first 20 s and 0.20-0.22 after, and CI
@@ -234,6 +237,7 @@ class StragglerJudge:
             return []
         self._cusum.clear()
         self._cap.clear()
+        self._core.clear()
         t = self.ranks[key]
         v = sh[key]
         others = [o for k, o in sh.items() if k != key]
@@ -255,11 +259,11 @@ class StragglerJudge:
             why = capjudge.cause(capjudge.throttled_share(t.ticks, since, now) or v["throttled"], v["cgroup"])
         elif v["throttled"] >= 0.05 and v["throttled"] > 2 * statistics.median(o["throttled"] for o in others):
             why = capjudge.cause(v["throttled"], v["cgroup"])
-        elif (v["delay"] >= 0.1 and v["delay"] > 1.5 * statistics.median(o["delay"] for o in others)
-              and v["busy"] - v["delay"] <= 1.1 * statistics.median(o["busy"] - o["delay"] for o in others)):
+        elif by_core or (v["delay"] >= 0.1 and v["delay"] > 1.5 * statistics.median(o["delay"] for o in others)
+                         and v["busy"] - v["delay"] <= 1.1 * statistics.median(o["busy"] - o["delay"] for o in others)):
             # it waited for a CPU more, and was not on a CPU more: a busy core, not more work (a rank that
             # computes more also waits longer for a CPU on a loaded machine, in proportion)
-            why = f"waiting for a CPU {v['delay']:.0%} of the time (a busy core)"
+            why = corejudge.cause(corejudge.delay_share(t.ticks, since, now) if by_core else v["delay"], t.core)
         else:
             why = ""
         ev = self._event("straggler", [t], now,
@@ -308,14 +312,16 @@ class StragglerJudge:
                     best = (k, s, since)
         return (best[0], best[2]) if best else None
 
-    def _cap_cusum(self, prev, now: float, sh) -> tuple[tuple, float] | None:
-        """watch/capjudge.py's CUSUM of the cgroups' throttled time over the block since the last judgement:
-        -> (rank, since when) of the most accumulated one whose samples agree that the others wait for it."""
+    def _cap_cusum(self, prev, now: float, sh, cusum=None) -> tuple[tuple, float] | None:
+        """watch/capjudge.py's CUSUM of the cgroups' throttled time over the block since the last judgement
+        (or corejudge.py's of the time they wait for a CPU): -> (rank, since when) of the most accumulated
+        one whose samples agree that the others wait for it."""
+        cusum = self._cap if cusum is None else cusum
         if prev is None or now - prev > 4 * STRAGGLER_EVERY_S:
-            self._cap.clear()
+            cusum.clear()
             return None
         ticks = {k: self.ranks[k].ticks for k in sh if not self.ranks[k].gone}
-        for k, _, since in self._cap.update(prev, now, ticks):
+        for k, _, since in cusum.update(prev, now, ticks):
             if self._samples_lag(k, since, now) >= SAMPLES_AGREE:
                 return k, since
         return None

@@ -1,0 +1,100 @@
+"""Who else runs on a rank's CPU: the facts behind "waiting for a CPU (a busy core)", from /proc alone.
+
+A rank that waits for a CPU more than its peers, without more work and without a CPU quota, shares its
+core with something: another process pinned there (a stray job, a rank of another job bound to the same
+core by a cpuset or `srun --cpu-bind`), or a core the rank itself is bound to while others load it. What
+/proc shows, and how far it goes:
+- the CPU a thread last ran on: proc(5) /proc/<pid>/stat field 39 `processor` (of the thread-group
+  leader: the main thread of a rank, the leader of any other process);
+- the CPUs a thread may run on: sched_getaffinity(2) (a cpuset, taskset, Slurm's --cpu-bind);
+- each process's CPU time: stat fields 14-15 (utime, stime, clock ticks, all its threads).
+Two scans SCAN_EVERY_S apart give each process's share of a core between them; a process *shares the
+rank's CPU* when its leader sat on that CPU at both scans (or may run only there), and the rank's main
+thread did too. One scan reads ≈300 small files: 2-5 ms of CPU here, so it runs only while some rank
+waits for a CPU (observe.py), at most every SCAN_EVERY_S.
+"""
+from __future__ import annotations
+
+import os
+
+SCAN_EVERY_S = 10.0
+SCAN_DELAY = 0.10      # a rank's main thread waited for a CPU at least this share of the last seconds: scan
+NEAR_TOP = 3           # processes kept, the busiest first
+_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat(pid: str) -> tuple[str, int, int] | None:
+    """(comm, processor, utime+stime ticks) of one process, None if it is gone."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            s = os.read(fd, 4096).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    i, j = s.find("("), s.rfind(")")
+    rest = s[j + 2:].split()
+    if i < 0 or len(rest) < 37:
+        return None
+    return s[i + 1:j], int(rest[36]), int(rest[11]) + int(rest[12])
+
+
+def scan() -> dict[int, tuple[str, int, int]]:
+    """Every process: pid -> (comm, CPU its leader last ran on, its CPU ticks)."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (st := _stat(name)) is not None:
+            out[int(name)] = st
+    return out
+
+
+def affinity(pid: int) -> list[int] | None:
+    try:
+        return sorted(os.sched_getaffinity(pid))
+    except OSError:
+        return None
+
+
+def sharing(old: dict, new: dict, dt: float, cpu: int, skip: set[int]) -> list[list]:
+    """The processes that shared `cpu` from the old scan to the new one (their leader on it at both, or
+    bound to it alone), the busiest first: [pid, comm, share of a core over dt, bound to it alone]."""
+    out = []
+    for pid, (comm, c1, t1) in new.items():
+        if pid in skip or pid not in old:
+            continue
+        _, c0, t0 = old[pid]
+        share = max(0, t1 - t0) / _TCK / dt
+        if share < 0.05:
+            continue
+        bound = affinity(pid) == [cpu]
+        if bound or (c0 == cpu and c1 == cpu):
+            out.append([pid, comm, round(share, 2), bound])
+    return sorted(out, key=lambda r: -r[2])[:NEAR_TOP]
+
+
+class CoreScan:
+    """One node's scans: `near(now, ranks)` every tick with {pid: (its CPU now, its delay share lately)};
+    -> {pid: {"cpu", "cpus", "near", "span"}} for the ranks judged this tick (a scan finished)."""
+
+    def __init__(self):
+        self.last: tuple[float, dict, dict] | None = None   # (time, scan, {rank pid: cpu then})
+        self.next_t = 0.0
+
+    def near(self, now: float, ranks: dict[int, tuple[int, float]]) -> dict[int, dict]:
+        if now < self.next_t or not any(d >= SCAN_DELAY for _, d in ranks.values()):
+            if self.last and now - self.last[0] > 3 * SCAN_EVERY_S:
+                self.last = None   # too old to difference against
+            return {}
+        self.next_t = now + SCAN_EVERY_S
+        cur = scan()
+        out = {}
+        if self.last is not None:
+            t0, old, cpu0 = self.last
+            skip = set(ranks)
+            for pid, (cpu, _) in ranks.items():
+                out[pid] = {"cpu": cpu, "cpus": affinity(pid), "span": round(now - t0, 1),
+                            # the rank itself on one CPU at both scans: who else was there
+                            "near": sharing(old, cur, now - t0, cpu, skip) if cpu0.get(pid) == cpu else None}
+        self.last = (now, cur, {pid: cpu for pid, (cpu, _) in ranks.items()})
+        return out
