@@ -227,10 +227,17 @@ class BusyCore:
         self.hog = subprocess.Popen([sys.executable, "-c", HOG, str(duty)], start_new_session=True,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.sched_setaffinity(self.hog.pid, {self.cpu})
-        # a nice below 0 weighs more with the scheduler (a daemon, another user's job at a higher priority):
-        # on a machine already loaded, a hog of the default weight is spread by the load balancer over the
-        # other cores' tasks and slows the bound rank no more than any other (measured: docs/watch.md)
-        os.setpriority(os.PRIO_PROCESS, self.hog.pid, nice)
+        # With sched autogroup (/proc/sys/kernel/sched_autogroup_enabled, on here) each session is a group
+        # that shares a CPU fairly with the others, whatever its tasks' nice: torchrun starts every rank in a
+        # session of its own, and so is the hog. Its group's nice (/proc/<pid>/autogroup, sched(7)) is what
+        # weighs: a nice below 0 is a hog at a higher priority. At the default weight on a machine already
+        # loaded, the load balancer moves the other cores' tasks away from the busy one and the bound rank
+        # is slowed no more than any other (measured: docs/watch.md "A busy core").
+        try:
+            with open(f"/proc/{self.hog.pid}/autogroup", "w") as f:
+                f.write(str(nice))
+        except OSError:   # no autogroup (CONFIG_SCHED_AUTOGROUP off): the process's own nice weighs
+            os.setpriority(os.PRIO_PROCESS, self.hog.pid, nice)
         if pin:
             for tid in threads(pid):
                 try:

@@ -28,11 +28,13 @@ from typing import Any, Mapping
 
 from ddpdoctor.watch.capjudge import cusum_step, throttled_share
 
-CORE_K = 0.15      # a block's delay share above the others' median over this accumulates ... (healthy
-                   # traces, 55 min at load 5-22: the most any rank accumulated at 0.15 was 2.2 s)
-CORE_H = 4.0       # ... to this many seconds of extra waiting
+CORE_K = 0.15      # a block's delay share above the others' median over this accumulates ... (the healthy traces,
+                   # 57 min at load 1-22: at most 2.3 s at 0.15, 2.6 at 0.12, 2.8 at 0.10)
+CORE_H = 3.0       # ... to this many seconds of extra waiting (a bound rank beside a hog at load 13: +0.20-0.38 a
+                   # block, named 45 s after the onset; H 4.0: 61 s)
 CORE_CLIP = 0.5    # a block counts at most this much: one rank starved by a burst adds little
-CORE_MIN_S = 30.0  # accumulated this long (a 20 s starvation of one rank by the load is no event)
+CORE_MIN_S = 30.0  # accumulated this long (healthy ranks starved by the load for up to 35 s: 20 s named them sooner
+                   # but left no margin for those transients)
 RUN_EXCESS = 0.12  # its on-CPU time over the others' median above this, minus 1: more work, not a busy core
 NEAR_MIN = 0.3     # a process sharing its CPU is named when it used at least this share of that CPU
 
@@ -64,6 +66,13 @@ def excess(key, ticks: Mapping[Any, Any], a: float, b: float) -> tuple[float, fl
     return d - statistics.median(o[0] for o in others), (r / med_run - 1 if med_run > 0.005 else 0.0)
 
 
+def busy_core(key, ticks: Mapping[Any, Any], a: float, b: float) -> bool:
+    """From a to b it waited for a CPU CORE_K more than the others' median and was not on a CPU more: the
+    cause of a straggler named otherwise (the 40 s rule) is its core."""
+    d, r = excess(key, ticks, a, b)
+    return d >= CORE_K and r < RUN_EXCESS
+
+
 class CoreCusum:
     def __init__(self):
         self.acc: dict[Any, list] = {}   # rank -> [extra seconds of waiting accumulated, since when]
@@ -93,7 +102,7 @@ class CoreCusum:
 
 
 def cause(delay: float, core: Mapping[str, Any] | None) -> str:
-    """`waiting for a CPU 34% of the time (a busy core): CPU 1, …` with the process that shares it when
+    """`waiting for a CPU 34% of the time (a busy core): CPU 1, …` with the processes that share it when
     /proc backs it (watch/corescan.py's last scans of its node), else `unknown` and why."""
     head = f"waiting for a CPU {delay:.0%} of the time (a busy core)"
     if not core:
@@ -104,10 +113,10 @@ def cause(delay: float, core: Mapping[str, Any] | None) -> str:
     if near is None:
         return f"{head}: {where}; which process shares it: unknown (it moved between CPUs over the last {core.get('span', 0):g} s)"
     busy = [p for p in near if p[2] >= NEAR_MIN]
-    top = next((p for p in busy if p[3] or bound), None)
-    if top is None:
+    backed = [p for p in busy if p[3] or bound]
+    if not backed:
         why = (f"pid {busy[0][0]} ({busy[0][1]}) was on it at both scans, {busy[0][2]:.0%} of it, but neither is "
                "bound to it" if busy else f"no other process used {NEAR_MIN:.0%} of it at both scans")
         return f"{head}: {where}; which process shares it: unknown ({why}, over {core.get('span', 0):g} s)"
-    return (f"{head}: {where}, shared with pid {top[0]} ({top[1]}), which used {top[2]:.0%} of it over "
-            f"{core.get('span', 0):g} s" + (" and may run only there" if top[3] else ""))
+    return (f"{head}: {where}; over {core.get('span', 0):g} s it shared it with "
+            + ", ".join(f"pid {p[0]} ({p[1]}{', bound to it' if p[3] else ''}) {p[2]:.0%} of it" for p in backed))

@@ -209,7 +209,7 @@ class StragglerJudge:
             ticks = {k: t.ticks for k, t in self.ranks.items() if not t.gone}
             if k0 in lag and (lag[k0] >= self.strag_lag / 2 or self._cpu_excess(k0, now) >= RUN_K or self._cap.excess(
                     k0, ticks, now - self.strag_window, now) >= capjudge.THR_K
-                    or corejudge.excess(k0, ticks, now - self.strag_window, now)[0] >= corejudge.CORE_K):
+                    or corejudge.excess(k0, ticks, now - self.strag_window, now)[0] >= corejudge.CORE_K / 2):
                 return []  # still lagging, more CPU than the others, throttled, waiting for a CPU: not recovered
             self.straggler = None
             self._strag_seen.clear()
@@ -259,11 +259,13 @@ class StragglerJudge:
             why = capjudge.cause(capjudge.throttled_share(t.ticks, since, now) or v["throttled"], v["cgroup"])
         elif v["throttled"] >= 0.05 and v["throttled"] > 2 * statistics.median(o["throttled"] for o in others):
             why = capjudge.cause(v["throttled"], v["cgroup"])
-        elif by_core or (v["delay"] >= 0.1 and v["delay"] > 1.5 * statistics.median(o["delay"] for o in others)
-                         and v["busy"] - v["delay"] <= 1.1 * statistics.median(o["busy"] - o["delay"] for o in others)):
+        elif by_core or corejudge.busy_core(key, {k: r.ticks for k, r in self.ranks.items() if not r.gone},
+                                            now - self.strag_window, now) or (
+                v["delay"] >= 0.1 and v["delay"] > 1.5 * statistics.median(o["delay"] for o in others)
+                and v["busy"] - v["delay"] <= 1.1 * statistics.median(o["busy"] - o["delay"] for o in others)):
             # it waited for a CPU more, and was not on a CPU more: a busy core, not more work (a rank that
             # computes more also waits longer for a CPU on a loaded machine, in proportion)
-            why = corejudge.cause(corejudge.delay_share(t.ticks, since, now) if by_core else v["delay"], t.core)
+            why = corejudge.cause(corejudge.delay_share(t.ticks, since if by_core else now - self.strag_window, now), t.core)
         else:
             why = ""
         ev = self._event("straggler", [t], now,
@@ -313,9 +315,8 @@ class StragglerJudge:
         return (best[0], best[2]) if best else None
 
     def _cap_cusum(self, prev, now: float, sh, cusum=None) -> tuple[tuple, float] | None:
-        """watch/capjudge.py's CUSUM of the cgroups' throttled time over the block since the last judgement
-        (or corejudge.py's of the time they wait for a CPU): -> (rank, since when) of the most accumulated
-        one whose samples agree that the others wait for it."""
+        """capjudge.py's CUSUM of the throttled time (or corejudge.py's of the wait for a CPU) over the block since
+        the last judgement: -> (rank, since when) of the most accumulated one whose samples agree."""
         cusum = self._cap if cusum is None else cusum
         if prev is None or now - prev > 4 * STRAGGLER_EVERY_S:
             cusum.clear()
