@@ -79,10 +79,12 @@ def test_healthy_ranks_under_the_loads_noise_are_never_named_by_their_waits():
         assert ev == [] and most < corejudge.CORE_H / 2, (n, ev, most)
 
 
-def test_a_starvation_of_20s_is_a_transient():
-    """Rank 1 starved of its core (+0.5 of the wall) for 20 s, its peers waiting meanwhile: no event."""
-    ev, _ = _series(5, 300, lambda r, t: 0.5 if r == 1 and 150 <= t < 170 else 0.0)
-    assert ev == [], ev
+def test_a_starvation_like_the_healthy_ones_recorded_is_a_transient():
+    """Rank 1 waits 0.15 more for 25 s, its peers waiting for it meanwhile: the healthy ranks of the recorded traces
+    were starved by the load 10-15 % for up to 25 s (docs/watch.md). No event, on any of 8 seeds."""
+    for seed in range(8):
+        ev, _ = _series(seed, 300, lambda r, t: 0.15 if r == 1 and 150 <= t < 175 else 0.0)
+        assert ev == [], (seed, ev)
 
 
 def test_a_rank_with_more_work_is_not_called_a_busy_core():

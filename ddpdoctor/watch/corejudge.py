@@ -28,10 +28,12 @@ from typing import Any, Mapping
 
 from ddpdoctor.watch.capjudge import cusum_step, throttled_share
 
-CORE_K = 0.15      # a block's delay share above the others' median over this accumulates ... (the healthy traces,
-                   # 57 min at load 1-22: at most 2.3 s at 0.15, 2.6 at 0.12, 2.8 at 0.10)
-CORE_H = 3.0       # ... to this many seconds of extra waiting (a bound rank beside a hog at load 13: +0.20-0.38 a
-                   # block, named 45 s after the onset; H 4.0: 61 s)
+CORE_K = 0.10      # a block's delay share above the others' median over this accumulates ... (the healthy traces,
+                   # 57 min at load 1-22: at most 2.8 s at 0.10, 2.6 at 0.12, 2.3 at 0.15); x is the lag itself
+                   # (the extra wait is the step's extra time): live at load 20 a bound rank lagged 0.18, which at
+                   # 0.15 took 107 s to add up
+CORE_H = 3.5       # ... to this many seconds of extra waiting (a bound rank beside a hog at load 13: +0.20-0.38 a
+                   # block, named 30 s after the onset)
 CORE_CLIP = 0.5    # a block counts at most this much: one rank starved by a burst adds little
 CORE_MIN_S = 30.0  # accumulated this long (healthy ranks starved by the load for up to 35 s: 20 s named them sooner
                    # but left no margin for those transients)

@@ -213,7 +213,8 @@ class StragglerJudge:
                 return []  # still lagging, more CPU than the others, throttled, waiting for a CPU: not recovered
             self.straggler = None
             self._strag_seen.clear()
-            self._cusum.clear()
+            for acc in (self._cusum, self._core):   # what the wait CUSUM added up while it was open: no new event
+                acc.clear()
             return [self._event("recovered", [self.ranks[k0]], now, detail="no longer keeps the others waiting")]
         self._strag_seen.append((now, key if lag[key] >= self.strag_lag else None, lag[key]))
         # keep one judgement at or before the start of the persistence span (judgements come every 5-6 s)
@@ -427,7 +428,6 @@ class StragglerJudge:
             return ""
         theirs = [shares(t) for k, t in self.ranks.items() if k != key and not t.gone]
         return max(mine, key=lambda w: mine[w] - (statistics.median(s.get(w, 0.0) for s in theirs) if theirs else 0))
-
 
 
 def explicit_waits(sh: Mapping[tuple, Mapping[str, Any]]) -> bool:
