@@ -10,25 +10,55 @@ collective sequence is readable *now*, without waiting for a watchdog timeout to
 Only looks: where each rank's server listens comes from /proc, and from the job's store for ranks /proc
 cannot place (other nodes, other network namespaces), read over a plain socket without torch
 (probes/workerserver.py); then one read-only handler call per rank, each with a timeout; redirects are
-not followed; the body is size-capped and decoded as JSON only. A job whose ranks run no server is told
+not followed; the body is size-capped and decoded as JSON only. Names are looked up with a deadline:
+getaddrinfo has none of its own (a silent resolver holds the caller for glibc's resolv.conf timeout ×
+attempts, and a pool's worker stuck in it holds the pool's exit): the store's host is resolved first
+(probes/dns.py, in a daemon thread) and the store read at the address; each rank's call runs under a
+deadline in a daemon thread. A job whose ranks run no server is told
 so in one line (what was looked for, and the line that starts it), without reading the store.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
-from ddpdoctor.probes import workerserver
+from ddpdoctor.probes import dns, workerserver
+from ddpdoctor.probes.timeouts import call_with_timeout
 
 MAX_BYTES = 256 << 20    # a 20k-entry buffer is a few MB
 
 
 def fetch(url: str, endpoint: str, timeout: float) -> bytes:
     """The handler's answer, whole within 4 × `timeout` (a large buffer from another node takes a while; a
-    server that trickles is still cut off), at most MAX_BYTES."""
-    return workerserver.http_post(url, f"/handler/{endpoint}", timeout=4 * timeout, cap=MAX_BYTES)
+    server that trickles is still cut off), at most MAX_BYTES; the URL's host name looked up within
+    `timeout` too (a daemon thread: a lookup that never returns is left behind, not waited for)."""
+    return call_with_timeout(_post, url, f"/handler/{endpoint}", 4 * timeout, MAX_BYTES, timeout=5 * timeout + 1)
+
+
+def _post(url: str, target: str, timeout: float, cap: int) -> bytes:
+    return workerserver.http_post(url, target, timeout=timeout, cap=cap)
+
+
+def _at_store_address(ranks: Sequence[Mapping[str, Any]], timeout: float) -> tuple[list, str]:
+    """The ranks with the store's host (their MASTER_ADDR) replaced by its address, looked up within `timeout`;
+    (None, why) when it does not resolve in time. workerserver.find then connects to an address: no lookup."""
+    target = workerserver.store_target(ranks)
+    if target is None:
+        return list(ranks), ""
+    try:
+        ipaddress.ip_address(target[0])
+        return list(ranks), ""
+    except ValueError:
+        pass
+    res = dns.resolve(target[0], timeout=timeout)
+    if not res.addrs:
+        return None, f"the job's store host {target[0]} (MASTER_ADDR) did not resolve: {res.error}"
+    return [{**r, "env": {**r["env"], "MASTER_ADDR": res.addrs[0]}}
+            if isinstance(r, Mapping) and isinstance(r.get("env"), Mapping) and r["env"].get("MASTER_ADDR") == target[0]
+            else r for r in ranks], ""
 
 
 def _buffers(ranks: Sequence[Mapping[str, Any]], timeout: float):
@@ -36,8 +66,12 @@ def _buffers(ranks: Sequence[Mapping[str, Any]], timeout: float):
     from ddpdoctor import flightrec
     from ddpdoctor.flightrec.dumps import parse
 
-    found = workerserver.find(ranks, timeout, world=True)
-    where = f"debug server (store {found.store})" if found.store else "debug server"
+    at, why = _at_store_address(ranks, timeout)
+    if at is None:
+        return None, why, "debug server"
+    found = workerserver.find(at, timeout, world=True)
+    named = workerserver.store_target(ranks)   # the store as the job names it, not the address looked up
+    where = f"debug server (store {named[0]}:{named[1]})" if found.store and named else "debug server"
     if not found.urls:
         return None, found.why, where
     urls = found.urls
@@ -137,7 +171,8 @@ def stack_dumps(ranks: Sequence[Mapping[str, Any]], timeout: float) -> dict[int,
     not read; {} when the job has no debug server."""
     from ddpdoctor.probes.pyspy import Dump
 
-    urls = workerserver.find(ranks, timeout).urls  # this node's ranks: the ones py-spy could not read
+    at, _ = _at_store_address(ranks, timeout)
+    urls = workerserver.find(at, timeout).urls if at is not None else {}  # this node's ranks: those py-spy could not read
     if not urls:
         return {}
 
