@@ -121,3 +121,16 @@ def test_the_cause_names_a_process_only_when_proc_backs_it():
     weak = {"cpu": 1, "cpus": [1], "span": 10.0, "near": [[31, "sshd", 0.1, True]]}
     assert c(0.25, weak).endswith("which process shares it: unknown (no other process used 30% of it at both scans, "
                                   "over 10 s)")
+
+
+def test_who_shared_a_cpu_between_two_scans_of_proc():
+    """watch/corescan.py on two scans 10 s apart (pid -> comm, CPU its leader last ran on, CPU ticks, parent):
+    what sat on CPU 1 at both and used a share of it; not what moved, not the rank's own children (its DataLoader
+    workers are its own work), not what hardly ran. (Pids that no longer exist: no affinity, so none is bound.)"""
+    from ddpdoctor.watch import corescan
+    tck = corescan._TCK
+    old = {4000001: ("stress", 1, 0, 1), 4000002: ("moved", 0, 0, 1), 4000003: ("pt_data_worker", 1, 0, 100),
+           4000004: ("sshd", 1, 0, 1), 100: ("python", 1, 0, 1)}
+    new = {4000001: ("stress", 1, 9 * tck, 1), 4000002: ("moved", 1, 9 * tck, 1),
+           4000003: ("pt_data_worker", 1, 5 * tck, 100), 4000004: ("sshd", 1, tck // 4, 1), 100: ("python", 1, 5 * tck, 1)}
+    assert corescan.sharing(old, new, 10.0, 1, {100}) == [[4000001, "stress", 0.9, False]]

@@ -23,8 +23,8 @@ NEAR_TOP = 3           # processes kept, the busiest first
 _TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _stat(pid: str) -> tuple[str, int, int] | None:
-    """(comm, processor, utime+stime ticks) of one process, None if it is gone."""
+def _stat(pid: str) -> tuple[str, int, int, int] | None:
+    """(comm, processor, utime+stime ticks, parent pid) of one process, None if it is gone."""
     try:
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -37,11 +37,11 @@ def _stat(pid: str) -> tuple[str, int, int] | None:
     rest = s[j + 2:].split()
     if i < 0 or len(rest) < 37:
         return None
-    return s[i + 1:j], int(rest[36]), int(rest[11]) + int(rest[12])
+    return s[i + 1:j], int(rest[36]), int(rest[11]) + int(rest[12]), int(rest[1])
 
 
-def scan() -> dict[int, tuple[str, int, int]]:
-    """Every process: pid -> (comm, CPU its leader last ran on, its CPU ticks)."""
+def scan() -> dict[int, tuple[str, int, int, int]]:
+    """Every process: pid -> (comm, CPU its leader last ran on, its CPU ticks, its parent)."""
     out = {}
     for name in os.listdir("/proc"):
         if name.isdigit() and (st := _stat(name)) is not None:
@@ -58,12 +58,13 @@ def affinity(pid: int) -> list[int] | None:
 
 def sharing(old: dict, new: dict, dt: float, cpu: int, skip: set[int]) -> list[list]:
     """The processes that shared `cpu` from the old scan to the new one (their leader on it at both, or
-    bound to it alone), the busiest first: [pid, comm, share of a core over dt, bound to it alone]."""
+    bound to it alone), the busiest first: [pid, comm, share of a core over dt, bound to it alone]. The
+    ranks and their children (DataLoader workers: the rank's own work) are skipped."""
     out = []
-    for pid, (comm, c1, t1) in new.items():
-        if pid in skip or pid not in old:
+    for pid, (comm, c1, t1, ppid) in new.items():
+        if pid in skip or ppid in skip or pid not in old:
             continue
-        _, c0, t0 = old[pid]
+        _, c0, t0, _ = old[pid]
         share = max(0, t1 - t0) / _TCK / dt
         if share < 0.05:
             continue
