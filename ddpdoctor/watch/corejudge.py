@@ -51,6 +51,13 @@ def _shares(ticks, a: float, b: float) -> tuple[float, float] | None:
     return delay, max(0, (sel[-1][1] - sel[-1][2]) - (sel[0][1] - sel[0][2])) / 1e9 / dt
 
 
+def on_cpu(ticks, a: float, b: float) -> float | None:
+    """A rank's on-CPU share from a to b (busy ns less the ns it waited for a CPU: what watch/straggler.py's CPU
+    CUSUM compares); None without 2 ticks half a second apart."""
+    sh = _shares(ticks, a, b)
+    return None if sh is None else sh[1]
+
+
 def delay_share(ticks, a: float, b: float) -> float:
     """Its main thread's delay share from a to b (0 when unknown): how much of the time it waited for a CPU."""
     return (_shares(ticks, a, b) or (0.0, 0.0))[0]

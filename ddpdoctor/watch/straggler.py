@@ -297,7 +297,7 @@ class StragglerJudge:
         if prev is None or now - prev > 4 * STRAGGLER_EVERY_S:
             self._cusum.clear()  # a gap (the job hung, ranks changed): start again
             return None
-        run = {k: _run(self.ranks[k].ticks, prev - 0.5, now) for k in sh if not self.ranks[k].gone}
+        run = {k: corejudge.on_cpu(self.ranks[k].ticks, prev - 0.5, now) for k in sh if not self.ranks[k].gone}
         run = {k: r for k, r in run.items() if r is not None}
         if len(run) < 2:
             return None
@@ -330,7 +330,7 @@ class StragglerJudge:
 
     def _cpu_excess(self, key, now: float) -> float:
         """A rank's on-CPU time over the last window against the others' median, minus 1 (0 when unknown)."""
-        run = {k: _run(t.ticks, now - self.strag_window, now) for k, t in self.ranks.items() if not t.gone}
+        run = {k: corejudge.on_cpu(t.ticks, now - self.strag_window, now) for k, t in self.ranks.items() if not t.gone}
         others = [r for k, r in run.items() if k != key and r is not None]
         if run.get(key) is None or not others or statistics.median(others) < MIN_RUN_SHARE:
             return 0.0
@@ -442,11 +442,3 @@ def _busy(ticks, a: float, b: float) -> float:
     if len(sel) < 2 or sel[-1][0] - sel[0][0] < 0.5:
         return 0.0
     return min(1.0, (sel[-1][1] - sel[0][1]) / 1e9 / (sel[-1][0] - sel[0][0]))
-
-
-def _run(ticks, a: float, b: float) -> float | None:
-    """A rank's on-CPU share from a to b (busy ns less the ns it waited for a CPU); None without 2 ticks."""
-    sel = [x for x in ticks if a <= x[0] <= b]
-    if len(sel) < 2 or sel[-1][0] - sel[0][0] < 0.5:
-        return None
-    return max(0.0, (sel[-1][1] - sel[-1][2]) - (sel[0][1] - sel[0][2])) / 1e9 / (sel[-1][0] - sel[0][0])
