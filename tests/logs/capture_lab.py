@@ -219,6 +219,12 @@ CAPTURES = [
             env={"MASTER_ADDR": "[node1]", "MASTER_PORT": str(PORT), "WORLD_SIZE": "2"},
             env_per_node={"node1": {"RANK": "0"}, "node2": {"RANK": "1"}}, wall=45,
             note="MASTER_ADDR in URL brackets, init_process_group(env://)"),
+    Capture("rank-beyond-world-size", "RANK_OUT_OF_WORLD_SIZE", run="shell",
+            shell=[sys.executable, _job("env_init.py")],
+            env={"MASTER_ADDR": "node1", "MASTER_PORT": str(PORT), "WORLD_SIZE": "2", "JOB_PG_TIMEOUT": "10"},
+            env_per_node={"node1": {"RANK": "0"}, "node2": {"RANK": "2"}}, wall=45,
+            note="a hand-written launch script numbers the second node's process RANK=2 of WORLD_SIZE=2 "
+                 "(init_process_group(env://), Gloo)"),
     Capture("rdzv-endpoint-not-self", "RDZV_HOST_NOT_SELF_RECOGNIZED", _setup_vip_not_self,
             endpoint="trainer-master", wall=75),
     Capture("rdzv-id-empty", "RDZV_ID_MISMATCH", rdzv_ids={"node1": "", "node2": ""}, wall=75,
