@@ -1,0 +1,91 @@
+"""Modes and wordings added from their emitting code (issue 23: "where a failure mode is missing from the catalog, add
+it with its emitting code found"): RANK_OUT_OF_WORLD_SIZE (NCCL's ncclCommInitRank argument check, Gloo's Context
+enforce, Lightning's MEMBER line), the ROCm/HIP wordings of existing modes (ROCm/clr's hipGetErrorString and code
+object loader, torch's hipified checks; RCCL's WARNs, which keep NCCL's `NCCL WARN` head with hipified source paths),
+and CUDA's `unspecified launch failure` / CUBLAS_STATUS_EXECUTION_FAILED as CUDA_KERNEL_ERROR."""
+from ddpdoctor import catalog
+from ddpdoctor.logscan.render import LOW
+from test_explain_calibration import explain, top
+
+
+def ids(ex):
+    return [d.failure.id for d in ex.diagnoses]
+
+
+def test_nccl_s_invalid_rank_names_the_rank_and_the_world_it_does_not_fit():
+    ex = explain(["node1:6859:6859 [5] init.cc:981 NCCL WARN Invalid rank requested : 5/4",
+                  "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, invalid "
+                  "argument, NCCL version 2.10.3",
+                  "ncclInvalidArgument: Invalid value for an argument."])
+    fid, conf = top(ex)
+    assert fid == "RANK_OUT_OF_WORLD_SIZE" and conf >= LOW
+    assert "rank 5 of a communicator of 4" in ex.diagnoses[0].evidence[0].note
+    # torch >= 1.13 repeats NCCL's last error without the WARN head: the same reading
+    assert top(explain(["Last error:", "Invalid rank requested : 1/1"]))[0] == "RANK_OUT_OF_WORLD_SIZE"
+
+
+def test_gloo_s_context_enforce_is_the_same_failure():
+    ex = explain(["RuntimeError: [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/context.cc:23] "
+                  "rank < size. 2 vs 2"])
+    assert top(ex)[0] == "RANK_OUT_OF_WORLD_SIZE" and top(ex)[1] >= LOW
+    # another Gloo enforce is not this failure
+    other = explain(["RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:446] "
+                     "op.preamble.length <= op.nbytes. 1046204 vs 1040256"])
+    assert "RANK_OUT_OF_WORLD_SIZE" not in ids(other)
+
+
+def test_lightning_s_member_line_fires_only_when_the_member_is_beyond_the_world():
+    sig = next(s for s in catalog.failures()["RANK_OUT_OF_WORLD_SIZE"].signatures
+               if s.name == "LIGHTNING_MEMBER_BEYOND_WORLD")
+    beyond = [(2, 1), (5, 4), (9, 8), (16, 8), (10, 9), (128, 64)]
+    within = [(1, 1), (1, 8), (8, 8), (2, 16), (10, 16), (16, 16), (64, 64), (99, 128)]
+    for member, world in beyond + within:
+        line = f"Initializing distributed: GLOBAL_RANK: {member - 1}, MEMBER: {member}/{world}"
+        assert bool(sig.regex.search(line)) == ((member, world) in beyond), line
+    # a healthy Lightning start (every member within its world) names nothing
+    healthy = [f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(8)]
+    assert "RANK_OUT_OF_WORLD_SIZE" not in ids(explain(healthy))
+
+
+def test_rocm_wordings_name_the_modes_their_cuda_twins_name():
+    assert top(explain(['"hipErrorNoBinaryForGpu: Unable to find code object for all current devices!"']))[0] == \
+        "TORCH_BUILD_LACKS_GPU_ARCH"
+    assert top(explain(["RuntimeError: HIP error: invalid device function"]))[0] == "TORCH_BUILD_LACKS_GPU_ARCH"
+    assert top(explain(["RuntimeError: HIP error: no kernel image is available for execution on the device"]))[0] \
+        == "TORCH_BUILD_LACKS_GPU_ARCH"
+    assert top(explain(["RuntimeError: HIP error: invalid device ordinal"]))[0] == "NPROC_EXCEEDS_GPUS"
+    assert top(explain(["RuntimeError: No HIP GPUs are available"]))[0] == "TORCH_SEES_NO_GPU"
+
+
+def test_a_hip_out_of_memory_is_an_oom_but_never_a_confident_one_alone():
+    # the differential reads the CUDA line's figures (whose memory filled the GPU); it does not read the HIP one yet
+    for line in ["torch.OutOfMemoryError: HIP out of memory. Tried to allocate 124.00 MiB. GPU 0 has a total capacity "
+                 "of 19.94 GiB of which 554.47 MiB is free.", "RuntimeError: HIP error: out of memory"]:
+        fid, conf = top(explain([line]))
+        assert fid == "GPU_OUT_OF_MEMORY" and conf < LOW
+
+
+def test_rccl_warns_with_hipified_source_paths_read_as_nccl_s():
+    # RCCL's debug.cc prints NCCL's head ("%s:%d:%d [%d] %s:%d NCCL WARN ") with the hipified file's full path
+    shm = explain(["host1:31965:31971 [0] /usr/src/debug/rccl/build/hipify/src/transport/shm.cc:55 NCCL WARN Error: "
+                   "failed to extend /dev/shm/nccl-abc to 9637892 bytes"])
+    assert top(shm)[0] == "NCCL_SHM_TOO_SMALL"
+    rank = explain(["host1:31965:31971 [0] /app/rccl/build/release/hipify/src/init.cc:981 NCCL WARN Invalid rank "
+                    "requested : 5/4"])
+    assert top(rank)[0] == "RANK_OUT_OF_WORLD_SIZE"
+
+
+def test_a_launch_failure_or_a_failed_cublas_call_is_a_kernel_error_of_low_confidence():
+    for line in ["RuntimeError: CUDA error: unspecified launch failure",
+                 "RuntimeError: HIP error: unspecified launch failure",
+                 "node1:1:2 [0] enqueue.cc:100 NCCL WARN Cuda failure 'unspecified launch failure'",
+                 "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, "
+                 "opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`"]:
+        fid, conf = top(explain([line]))
+        assert fid == "CUDA_KERNEL_ERROR" and conf < LOW, line
+    # a device-side assert above it is the decisive line, the cuBLAS failure its consequence
+    ex = explain(["/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1284: indexSelectLargeIndex: block: [37,0,0], "
+                  "thread: [92,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+                  "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasLtMatmul( ltHandle, "
+                  "computeDesc.descriptor(), &alpha_val, mat1_ptr, Adesc.descriptor(), mat2_ptr)`"])
+    assert top(ex)[0] == "CUDA_KERNEL_ERROR" and top(ex)[1] >= LOW
