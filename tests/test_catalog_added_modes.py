@@ -2,7 +2,8 @@
 it with its emitting code found"): RANK_OUT_OF_WORLD_SIZE (NCCL's ncclCommInitRank argument check, Gloo's Context
 enforce, Lightning's MEMBER line), the ROCm/HIP wordings of existing modes (ROCm/clr's hipGetErrorString and code
 object loader, torch's hipified checks; RCCL's WARNs, which keep NCCL's `NCCL WARN` head with hipified source paths),
-and CUDA's `unspecified launch failure` / CUBLAS_STATUS_EXECUTION_FAILED as CUDA_KERNEL_ERROR."""
+and CUDA's `unspecified launch failure` / CUBLAS_STATUS_EXECUTION_FAILED as CUDA_KERNEL_ERROR; MPI_NOT_ENOUGH_SLOTS
+(Open MPI / PRRTE help files) and SLURM_MPI_PLUGIN_UNAVAILABLE (srun and its MPI plugins)."""
 from ddpdoctor import catalog
 from ddpdoctor.logscan.render import LOW
 from test_explain_calibration import explain, top
@@ -89,3 +90,24 @@ def test_a_launch_failure_or_a_failed_cublas_call_is_a_kernel_error_of_low_confi
                   "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasLtMatmul( ltHandle, "
                   "computeDesc.descriptor(), &alpha_val, mat1_ptr, Adesc.descriptor(), mat2_ptr)`"])
     assert top(ex)[0] == "CUDA_KERNEL_ERROR" and top(ex)[1] >= LOW
+
+
+def test_open_mpi_s_slot_refusal_in_its_wordings_names_the_launcher_not_the_gpus():
+    for first in ["There are not enough slots available in the system to satisfy the 8",      # v3 .. v4.1
+                  "There are not enough slots available in the system to satisfy the 6 slots ",  # v1.10 .. v2.1
+                  "There are not enough slots available in the system or not enough"]:      # PRRTE round-robin
+        ex = explain(["-" * 74, first, "slots that were requested by the application:", "", "  python3"])
+        assert top(ex)[0] == "MPI_NOT_ENOUGH_SLOTS" and top(ex)[1] >= LOW, first
+
+
+def test_srun_s_invalid_mpi_type_in_each_release_s_wording_and_a_missing_pmix_library():
+    for line in ["srun: error: Invalid MPI type 'pmix_v3', --mpi=list for acceptable types",          # 22.05+
+                 "srun: error: invalid MPI type 'pmix', --mpi=list for acceptable types",             # 17.11 .. 21.08
+                 'srun: error: "--mpi=pmix" -- long invalid MPI type, --mpi=list for acceptable types.',  # .. 17.02
+                 "srun: error:  mpi/pmix_v5: init: (null) [0]: mpi_pmix.c:193: pmi/pmix: can not load PMIx library",
+                 "srun: error: MPI: Cannot create context for mpi/pmix"]:
+        fid, conf = top(explain([line]))
+        assert fid == "SLURM_MPI_PLUGIN_UNAVAILABLE" and conf >= LOW, line
+    # another srun error is not this failure
+    other = explain(["srun: error: Unable to create step for job 1234: Invalid generic resource (gres) specification"])
+    assert "SLURM_MPI_PLUGIN_UNAVAILABLE" not in ids(other)
