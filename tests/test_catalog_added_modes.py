@@ -21,7 +21,7 @@ def test_nccl_s_invalid_rank_names_the_rank_and_the_world_it_does_not_fit():
     fid, conf = top(ex)
     assert fid == "RANK_OUT_OF_WORLD_SIZE" and conf >= LOW
     assert "rank 5 of a communicator of 4" in ex.diagnoses[0].evidence[0].note
-    # torch >= 1.13 repeats NCCL's last error without the WARN head: the same reading
+    # torch 2.x repeats NCCL's last error (ncclGetLastError) without the WARN head: the same reading
     assert top(explain(["Last error:", "Invalid rank requested : 1/1"]))[0] == "RANK_OUT_OF_WORLD_SIZE"
 
 
