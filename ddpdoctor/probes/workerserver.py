@@ -26,6 +26,7 @@ for a key CHECK found (a GET of a missing key would wait in the server).
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import struct
@@ -33,6 +34,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
+
+from ddpdoctor.probes import dns
 
 THREAD_NAME = "pt_workerserver"   # c10::setThreadName in WorkerServer.cpp
 PREFIX = "debug_server"           # torch.distributed.debug._store.tcpstore_client's default prefix
@@ -116,6 +119,28 @@ class HTTPError(Exception):
 _HEAD_MAX = 64 << 10
 
 
+def _connect(host: str, port: int, timeout: float) -> socket.socket:
+    """socket.create_connection with the name's lookup bounded by `timeout` too: getaddrinfo has no timeout of
+    its own, and a resolver that never answers held a caller for glibc's timeout × attempts (40 s measured,
+    tests/test_inspect_store_lookup_lab.py). An address is connected to as it is; a name is looked up by
+    probes/dns.py (a daemon thread, left behind if it never returns) and its addresses tried in order."""
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+        addrs: tuple[str, ...] = (host,)
+    except ValueError:
+        res = dns.resolve(host, timeout=timeout)
+        if not res.addrs:
+            raise OSError(f"cannot look up {host!r}: {res.error}")
+        addrs = res.addrs
+    err: OSError | None = None
+    for a in addrs:
+        try:
+            return socket.create_connection((a, port), timeout=timeout)
+        except OSError as e:
+            err = e
+    raise err if err is not None else OSError(f"no address for {host!r}")
+
+
 def http_post(url: str, target: str, *, timeout: float, cap: int) -> bytes:
     """POST <url><target> with an empty body; the answer's body (status 200 only, HTTPError otherwise). The
     whole answer within `timeout` (a server that trickles bytes is cut off: TimeoutError), at most `cap`
@@ -127,7 +152,7 @@ def http_post(url: str, target: str, *, timeout: float, cap: int) -> bytes:
     if u.scheme != "http" or not u.hostname or u.port is None:
         raise ValueError(f"not a worker server's URL: {url[:100]!r}")
     end = time.monotonic() + timeout
-    with socket.create_connection((u.hostname, u.port), timeout=timeout) as s:
+    with _connect(u.hostname, u.port, timeout) as s:
         s.sendall(f"POST {target} HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Length: 0\r\n"
                   "Connection: close\r\n\r\n".encode())
         buf = bytearray()
@@ -209,7 +234,7 @@ def store_get(host: str, port: int, keys: list[str], timeout: float) -> dict[str
     """The values of those keys that the job's TCPStore holds (read-only: CHECK, then GET of what is there).
     Raises OSError/TimeoutError (unreachable, slow) or StoreProtocolError (not the protocol we know)."""
     end = time.monotonic() + timeout
-    with socket.create_connection((host, port), timeout=timeout) as s:
+    with _connect(host, port, timeout) as s:
         nonce = int.from_bytes(os.urandom(4), "little")
         s.sendall(bytes([_VALIDATE]) + struct.pack("<I", _MAGIC) + bytes([_PING]) + struct.pack("<I", nonce))
         if struct.unpack("<I", _recv(s, 4, end))[0] != nonce:
