@@ -226,8 +226,6 @@ class StragglerJudge:
             pass  # the mean of both measures lagging at every judgement for STRAGGLER_PERSIST_S
         elif (fast or capped or cored) is not None and (fast or capped or cored)[0] in lag:
             key, since = fast or capped or cored
-            if hb.get(self.ranks[key].host, (0.0,))[0] >= NET_HELD_PER_S:
-                return []  # its node's egress shaper delays packets: the network rule names the node
             by_cap, by_core = fast is None and capped is not None, fast is None and capped is None
             # how much: the judgements whose 20 s windows lie wholly after it began, else the newest one. A
             # window still half before the onset averages those seconds in: on the recorded DDP +20 % traces
@@ -235,6 +233,10 @@ class StragglerJudge:
             # at load reported a +25 % lag as 7 % with the half-window rule.
             seen = [s for s in seen if s[0] >= since + self.strag_window] or seen[-1:]
         else:
+            return []
+        if hb.get(self.ranks[key].host, (0.0,))[0] >= NET_HELD_PER_S:
+            # its node's egress shaper delays packets: the network rule names the node, whichever rule would
+            # name the rank (CI at load: the 40 s rule named node2's rank before the network rule named node2)
             return []
         self._cusum.clear()
         self._cap.clear()
