@@ -262,7 +262,7 @@ def test_smoke_under_torchrun_with_a_stopped_rank_returns_soon_after_the_verdict
                 pass
         tr.wait(10)
     assert verdict_at is not None and tr.returncode != 0
-    assert f"ended stopped rank 1 (pid {stopped}) after the verdict" in err
+    assert f"ending stopped rank 1 (pid {stopped}) after the verdict" in err
     assert prompt_after < 20, f"{prompt_after:.1f} s from the verdict to the prompt: torchrun's 30 s grace again?"
     assert not psutil.pid_exists(stopped) or psutil.Process(stopped).status() == psutil.STATUS_ZOMBIE
 

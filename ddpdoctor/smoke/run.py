@@ -134,9 +134,9 @@ def after_report(run: SmokeRun, *, say: Callable[[str], None]) -> None:
     if run.launcher == "standalone" or run.exit_code is not None:
         return
     from ddpdoctor.smoke.siblings import end_stopped_local_ranks
-    for pid, rank in end_stopped_local_ranks():
-        say(f"ddpdoctor smoke: ended stopped rank {rank} (pid {pid}) after the verdict, so that "
-            f"{run.launcher} need not wait for it")
+    end_stopped_local_ranks(before=lambda pid, rank: say(
+        f"ddpdoctor smoke: ending stopped rank {rank} (pid {pid}) after the verdict, so that {run.launcher} need "
+        "not wait for it"))
 
 
 def _other_rank(cfg: SmokeConfig, rank_env, outcome, say: Callable[[str], None]) -> int:

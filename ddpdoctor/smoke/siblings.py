@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Mapping
+from typing import Callable, Mapping
 
 _SAME_RUN = ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "SLURM_JOB_ID", "SLURM_STEP_ID")
 
@@ -48,9 +48,12 @@ def stopped_local_ranks(env: Mapping[str, str] | None = None) -> list[tuple[int,
     return out
 
 
-def end_stopped_local_ranks(env: Mapping[str, str] | None = None) -> list[tuple[int, str]]:
+def end_stopped_local_ranks(env: Mapping[str, str] | None = None,
+                            before: Callable[[int, str], None] | None = None) -> list[tuple[int, str]]:
     """SIGKILL (the one signal a stopped process obeys) each stopped rank and its descendants;
-    returns those ended. Never raises: the verdict is already out."""
+    returns those ended. `before(pid, rank)` is called ahead of each kill: the launcher's agent sees the
+    rank die and tears this process down at once (torchrun polls its workers every 0.1 s), so a line
+    written after the kill was lost at CI's load. Never raises: the verdict is already out."""
     try:
         import psutil
         ended = []
@@ -60,6 +63,8 @@ def end_stopped_local_ranks(env: Mapping[str, str] | None = None) -> list[tuple[
                 family = proc.children(recursive=True) + [proc]
             except psutil.Error:
                 continue
+            if before is not None:
+                before(pid, rank)
             for p in family:
                 try:
                     p.send_signal(signal.SIGKILL)
