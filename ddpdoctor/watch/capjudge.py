@@ -91,17 +91,35 @@ def who_sets(cgdir: str) -> str:
     return f"a quota set by hand (echo max > {cgdir}/cpu.max lifts it)"
 
 
+MIN_SPAN_S = 0.5   # a share of a rank's time needs two ticks at least this far apart
+
+
+def inside(ticks, a: float, b: float) -> list:
+    """A rank's ticks (t, busy ns, delay ns, io, state, throttled ns, cgroup) from a to b."""
+    return [x for x in ticks if a <= x[0] <= b]
+
+
+def span(sel: list) -> tuple[tuple, tuple, float] | None:
+    """(first tick, last tick, seconds between them) of a window of ticks; None without 2 ticks MIN_SPAN_S apart.
+    Every share watch takes of a rank's time (on-CPU, waiting for a CPU, busy, throttled) is a counter's growth
+    over this span (here, watch/corejudge.py, watch/straggler.py)."""
+    if len(sel) < 2 or sel[-1][0] - sel[0][0] < MIN_SPAN_S:
+        return None
+    return sel[0], sel[-1], sel[-1][0] - sel[0][0]
+
+
 def throttled_share(ticks, a: float, b: float) -> float | None:
-    """A rank's cgroup's throttled ns over the wall time from a to b (ticks: (t, busy, delay, io, state,
-    throttled_ns, cgroup)), over the ticks in its current cgroup only (a rank moved into a capped cgroup:
-    the counters are the new cgroup's); None without 2 such ticks or without a cgroup."""
-    sel = [x for x in ticks if a <= x[0] <= b]
+    """A rank's cgroup's throttled ns over the wall time from a to b, over the ticks in its current cgroup only
+    (a rank moved into a capped cgroup: the counters are the new cgroup's); None without 2 such ticks or without
+    a cgroup."""
+    sel = inside(ticks, a, b)
     if not sel or not sel[-1][6]:
         return None
-    sel = [x for x in sel if x[6] == sel[-1][6]]
-    if len(sel) < 2 or sel[-1][0] - sel[0][0] < 0.5:
+    w = span([x for x in sel if x[6] == sel[-1][6]])
+    if w is None:
         return None
-    return max(0, sel[-1][5] - sel[0][5]) / 1e9 / (sel[-1][0] - sel[0][0])
+    first, last, dt = w
+    return max(0, last[5] - first[5]) / 1e9 / dt
 
 
 def cusum_step(acc: list | None, x: float, dt: float, prev: float, clip: float, k: float) -> list:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
-from ddpdoctor.watch.capjudge import cusum_step, throttled_share
+from ddpdoctor.watch.capjudge import cusum_step, inside, span, throttled_share
 
 CORE_K = 0.10      # a block's delay share above the others' median over this accumulates ... (the healthy traces,
                    # 57 min at load 1-22: at most 2.8 s at 0.10, 2.6 at 0.12, 2.3 at 0.15); x is the lag itself
@@ -43,12 +43,11 @@ NEAR_MIN = 0.3     # a process sharing its CPU is named when it used at least th
 
 def _shares(ticks, a: float, b: float) -> tuple[float, float] | None:
     """(delay share, on-CPU share) of a rank's main thread from a to b (ticks: (t, busy ns, delay ns, ...))."""
-    sel = [x for x in ticks if a <= x[0] <= b]
-    if len(sel) < 2 or sel[-1][0] - sel[0][0] < 0.5:
+    w = span(inside(ticks, a, b))
+    if w is None:
         return None
-    dt = sel[-1][0] - sel[0][0]
-    delay = max(0, sel[-1][2] - sel[0][2]) / 1e9 / dt
-    return delay, max(0, (sel[-1][1] - sel[-1][2]) - (sel[0][1] - sel[0][2])) / 1e9 / dt
+    first, last, dt = w
+    return max(0, last[2] - first[2]) / 1e9 / dt, max(0, (last[1] - last[2]) - (first[1] - first[2])) / 1e9 / dt
 
 
 def on_cpu(ticks, a: float, b: float) -> float | None:

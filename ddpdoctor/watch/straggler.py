@@ -440,7 +440,8 @@ def explicit_waits(sh: Mapping[tuple, Mapping[str, Any]]) -> bool:
 
 def _busy(ticks, a: float, b: float) -> float:
     """A rank's busy share (ticks' busy ns) from a to b: the ticks nearest inside the interval."""
-    sel = [x for x in ticks if a <= x[0] <= b]
-    if len(sel) < 2 or sel[-1][0] - sel[0][0] < 0.5:
+    w = capjudge.span(capjudge.inside(ticks, a, b))
+    if w is None:
         return 0.0
-    return min(1.0, (sel[-1][1] - sel[0][1]) / 1e9 / (sel[-1][0] - sel[0][0]))
+    first, last, dt = w
+    return min(1.0, (last[1] - first[1]) / 1e9 / dt)
