@@ -19,13 +19,12 @@ so in one line (what was looked for, and the line that starts it), without readi
 """
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
-from ddpdoctor.probes import dns, workerserver
+from ddpdoctor.probes import workerserver
 from ddpdoctor.probes.timeouts import call_with_timeout
 
 MAX_BYTES = 256 << 20    # a 20k-entry buffer is a few MB
@@ -48,15 +47,12 @@ def _at_store_address(ranks: Sequence[Mapping[str, Any]], timeout: float) -> tup
     target = workerserver.store_target(ranks)
     if target is None:
         return list(ranks), ""
-    try:
-        ipaddress.ip_address(target[0])
+    addrs, why = workerserver.addresses(target[0], timeout)
+    if not addrs:
+        return None, f"the job's store host {target[0]} (MASTER_ADDR) did not resolve: {why}"
+    if addrs[0] == target[0]:   # an address already
         return list(ranks), ""
-    except ValueError:
-        pass
-    res = dns.resolve(target[0], timeout=timeout)
-    if not res.addrs:
-        return None, f"the job's store host {target[0]} (MASTER_ADDR) did not resolve: {res.error}"
-    return [{**r, "env": {**r["env"], "MASTER_ADDR": res.addrs[0]}}
+    return [{**r, "env": {**r["env"], "MASTER_ADDR": addrs[0]}}
             if isinstance(r, Mapping) and isinstance(r.get("env"), Mapping) and r["env"].get("MASTER_ADDR") == target[0]
             else r for r in ranks], ""
 

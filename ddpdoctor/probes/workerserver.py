@@ -119,19 +119,25 @@ class HTTPError(Exception):
 _HEAD_MAX = 64 << 10
 
 
-def _connect(host: str, port: int, timeout: float) -> socket.socket:
-    """socket.create_connection with the name's lookup bounded by `timeout` too: getaddrinfo has no timeout of
-    its own, and a resolver that never answers held a caller for glibc's timeout × attempts (40 s measured,
-    tests/test_inspect_store_lookup_lab.py). An address is connected to as it is; a name is looked up by
-    probes/dns.py (a daemon thread, left behind if it never returns) and its addresses tried in order."""
+def addresses(host: str, timeout: float) -> tuple[tuple[str, ...], str]:
+    """(addresses, "") of a host: an address as it is, a name looked up within `timeout` (getaddrinfo has no
+    timeout of its own, and a resolver that never answers held a caller for glibc's timeout × attempts: 40 s
+    measured, tests/test_inspect_store_lookup_lab.py); ((), why) when it did not resolve in time. The lookup
+    is probes/dns.py's: a daemon thread, left behind if it never returns."""
     try:
         ipaddress.ip_address(host.split("%", 1)[0])
-        addrs: tuple[str, ...] = (host,)
+        return (host,), ""
     except ValueError:
         res = dns.resolve(host, timeout=timeout)
-        if not res.addrs:
-            raise OSError(f"cannot look up {host!r}: {res.error}")
-        addrs = res.addrs
+        return res.addrs, res.error
+
+
+def _connect(host: str, port: int, timeout: float) -> socket.socket:
+    """socket.create_connection with the name's lookup bounded by `timeout` too (addresses()), its addresses
+    tried in order."""
+    addrs, why = addresses(host, timeout)
+    if not addrs:
+        raise OSError(f"cannot look up {host!r}: {why}")
     err: OSError | None = None
     for a in addrs:
         try:
