@@ -16,17 +16,10 @@ import pytest
 from ddpdoctor.peerprobe import server as L
 from ddpdoctor.probes import handshake
 from ddpdoctor.probes import sockets
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DD = [sys.executable, "-m", "ddpdoctor"]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def _fake_listener(reply: bytes):

@@ -11,16 +11,13 @@ import time
 import pytest
 
 from ddpdoctor.probes import workerserver
+from ports import free_port
 
 
 @pytest.fixture
 def refusing_port():
-    """A loopback port nothing listens on (bound, then closed)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A loopback port nothing listens on (bound, then released)."""
+    return free_port()
 
 
 @pytest.fixture
