@@ -237,6 +237,6 @@ def test_widened_gates_still_find_every_trigger():
     m = default_matcher()
     for gate, by_trigger in m.gates.items():
         assert all(gate in trigger for trigger in by_trigger), gate
-    from ddpdoctor.logscan.matcher import _widen
+    from ddpdoctor.logscan.gatefind import widen as _widen
     assert _widen(b"signal", [b"signal 9 (sigkill) received by pid", b"signal 7 (sigbus) received by pid"]) == b"signal "
     assert _widen(b"fail", [b"failed to", b"fail"]) == b"fail"

@@ -1,7 +1,7 @@
-"""The finders of the gate words for the log scan (matcher.py): libc memmem through ctypes (or bytes.find)
-and the Aho-Corasick automatons (ahocorasick_rs) that replace
-them where installed. Split from matcher.py to keep each module small; the why of each is in matcher.py's
-docstring and docs/dependencies.md."""
+"""The gate words of the log scan (matcher.py): their finders, libc memmem through ctypes (or bytes.find) and
+the Aho-Corasick automatons (ahocorasick_rs) that replace them where installed, and the widening of a gate word
+to what all its triggers share. Split from matcher.py to keep each module small; the why of each is in
+matcher.py's docstring and docs/dependencies.md."""
 from __future__ import annotations
 
 import os
@@ -76,3 +76,25 @@ def literal_finder(needle: bytes) -> Callable[[bytes], bool]:
         return lambda data: FIND(data, needle, 0) != -1
     first = auto[0][0]
     return lambda data: bool(first.find_matches_as_indexes(data))
+
+
+def widen(gate: bytes, triggers: list[bytes]) -> bytes:
+    """The longest substring of every trigger that contains `gate` (so it is no commoner than `gate`): the gate
+    pass then stops on fewer lines that no rule behind it can match."""
+    shortest = min(triggers, key=len)
+    best = gate
+    for i in range(len(shortest)):
+        for j in range(len(shortest), i + len(best), -1):
+            piece = shortest[i:j]
+            if gate in piece and all(piece in t for t in triggers):
+                best = piece
+                break
+    return best
+
+
+def trigger_bytes(triggers: tuple[str, ...], pattern: str) -> tuple[bytes, ...]:
+    """A pattern's literal triggers as the lowercased bytes the gate pass looks for; a pattern without one is a
+    catalog error (it would have to run on every line)."""
+    if not triggers or not all(triggers):
+        raise ValueError(f"pattern {pattern!r} has no literal trigger; give one explicitly")
+    return tuple(t.lower().encode() for t in triggers)

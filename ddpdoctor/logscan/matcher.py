@@ -32,7 +32,7 @@ from typing import BinaryIO, Callable, Iterator
 
 from ddpdoctor.catalog.model import GATES, FailureMode, Signature
 from ddpdoctor.logscan.facts import FACTS, Fact
-from ddpdoctor.logscan.gatefind import FIND, Finder, _automaton, _bytes_find
+from ddpdoctor.logscan.gatefind import FIND, Finder, _automaton, _bytes_find, trigger_bytes, widen
 from ddpdoctor.logscan.linear import LinePattern
 from ddpdoctor.logscan.reader import CHUNK, blocks
 
@@ -154,10 +154,10 @@ class Matcher:
         rules: list[Rule] = []
         for fm in failures.values():
             for sig in fm.signatures:
-                rules.append(Rule(len(rules), fm, sig, None, LinePattern(sig.regex), _trigger_bytes(sig.triggers, sig.pattern)))
+                rules.append(Rule(len(rules), fm, sig, None, LinePattern(sig.regex), trigger_bytes(sig.triggers, sig.pattern)))
         for fact in facts:
             rules.append(Rule(len(rules), None, None, fact, LinePattern(fact.pattern),
-                              _trigger_bytes(fact.triggers, fact.pattern)))
+                              trigger_bytes(fact.triggers, fact.pattern)))
         self.rules = rules
         # gate word -> trigger -> rules. A trigger with no gate word in it becomes a gate of its own
         # (correct, one more pass over the log; tests/test_catalog.py keeps that from happening).
@@ -171,7 +171,7 @@ class Matcher:
         # needle is cheaper, and the gate passes are most of the scan (profiled: 90% of the time).
         self.gates: dict[bytes, dict[bytes, list[Rule]]] = {}
         for gate, by_trigger in grouped.items():
-            wide = self.gates.setdefault(_widen(gate, list(by_trigger)), {})
+            wide = self.gates.setdefault(widen(gate, list(by_trigger)), {})
             for trigger, trigger_rules in by_trigger.items():
                 wide.setdefault(trigger, []).extend(trigger_rules)
         # longest first: memmem skips faster with a longer needle, so the threads' shares even out
@@ -432,22 +432,3 @@ def _following(data: bytes, end: int, n: int, width: int = 300) -> str:
         out.append(data[pos:min(nl, pos + width)].decode("utf-8", "replace").strip("\r"))
         pos = nl + 1
     return "\n".join(out)
-
-
-def _widen(gate: bytes, triggers: list[bytes]) -> bytes:
-    """The longest substring of every trigger that contains `gate` (so it is no commoner than `gate`)."""
-    shortest = min(triggers, key=len)
-    best = gate
-    for i in range(len(shortest)):
-        for j in range(len(shortest), i + len(best), -1):
-            piece = shortest[i:j]
-            if gate in piece and all(piece in t for t in triggers):
-                best = piece
-                break
-    return best
-
-
-def _trigger_bytes(triggers: tuple[str, ...], pattern: str) -> tuple[bytes, ...]:
-    if not triggers or not all(triggers):
-        raise ValueError(f"pattern {pattern!r} has no literal trigger; give one explicitly")
-    return tuple(t.lower().encode() for t in triggers)
