@@ -134,3 +134,21 @@ def test_who_shared_a_cpu_between_two_scans_of_proc():
     new = {4000001: ("stress", 1, 9 * tck, 1), 4000002: ("moved", 1, 9 * tck, 1),
            4000003: ("pt_data_worker", 1, 5 * tck, 100), 4000004: ("sshd", 1, tck // 4, 1), 100: ("python", 1, 5 * tck, 1)}
     assert corescan.sharing(old, new, 10.0, 1, {100}) == [[4000001, "stress", 0.9, False]]
+
+
+def test_the_cpu_table_reads_proc_stat_as_proc5_lays_it_out(tmp_path):
+    """probes/proctable.cpu_table: comm (which may hold spaces and parentheses), the CPU last run on (field 39), the
+    CPU ticks (utime + stime, fields 14-15) and the parent (field 4), from a /proc copy and from the real /proc."""
+    import os
+    from ddpdoctor.probes import proctable
+    # a real stat line of a process whose comm is "(sd-pam)" with one more ") " inside, fields 3.. as the kernel writes
+    rest = "S 1 7 7 0 -1 4194624 52 0 0 0 30 12 0 0 20 0 1 0 1234 1000 100 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 3 0 0 0 0 0"
+    (tmp_path / "77").mkdir()
+    (tmp_path / "77" / "stat").write_text(f"77 (a) b) {rest}\n")
+    (tmp_path / "78").mkdir()
+    (tmp_path / "78" / "stat").write_text("78 (cut\n")   # a short read: skipped, not a crash
+    (tmp_path / "self").mkdir()
+    assert proctable.cpu_table(str(tmp_path)) == {77: ("a) b", 3, 42, 1)}
+    mine = proctable.cpu_table()[os.getpid()]
+    assert mine[3] == os.getppid() and mine[1] in os.sched_getaffinity(0) and mine[2] >= 0
+    assert proctable.affinity(os.getpid()) == sorted(os.sched_getaffinity(0))

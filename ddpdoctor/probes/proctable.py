@@ -194,3 +194,46 @@ def activity(pid: int, root: str = "/proc") -> Activity:
             sysc = None
     st = read_stat(pid, root)
     return Activity(thread_ticks(pid, root), st[2] if st else None, wake, sysc)
+
+
+# --- what watch's busy-core rule reads (watch/corescan.py): where each process runs and how much CPU it used ---
+
+TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100   # the clock ticks of stat's utime/stime
+
+
+def _cpu_stat(pid: str, root: str) -> tuple[str, int, int, int] | None:
+    """(comm, processor, utime+stime ticks, parent pid) of one process (proc(5) stat fields 2, 39, 14+15, 4), None
+    if it is gone. os.open/os.read, not open(): one scan reads every process's stat, so the cheaper call counts."""
+    try:
+        fd = os.open(f"{root}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            s = os.read(fd, 4096).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    i, j = s.find("("), s.rfind(")")   # comm may hold spaces and parentheses
+    rest = s[j + 2:].split()
+    if i < 0 or len(rest) < 37:
+        return None
+    try:
+        return s[i + 1:j], int(rest[36]), int(rest[11]) + int(rest[12]), int(rest[1])
+    except ValueError:
+        return None
+
+
+def cpu_table(root: str = "/proc") -> dict[int, tuple[str, int, int, int]]:
+    """Every process: pid -> (comm, the CPU its leader last ran on, its CPU ticks, its parent)."""
+    out = {}
+    for name in os.listdir(root):
+        if name.isdigit() and (st := _cpu_stat(name, root)) is not None:
+            out[int(name)] = st
+    return out
+
+
+def affinity(pid: int) -> list[int] | None:
+    """The CPUs a process may run on (sched_getaffinity(2): a cpuset, taskset, Slurm's --cpu-bind), None if gone."""
+    try:
+        return sorted(os.sched_getaffinity(pid))
+    except OSError:
+        return None

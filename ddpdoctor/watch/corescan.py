@@ -8,6 +8,7 @@ core by a cpuset or `srun --cpu-bind`), or a core the rank itself is bound to wh
   leader: the main thread of a rank, the leader of any other process);
 - the CPUs a thread may run on: sched_getaffinity(2) (a cpuset, taskset, Slurm's --cpu-bind);
 - each process's CPU time: stat fields 14-15 (utime, stime, clock ticks, all its threads).
+(probes/proctable.py reads them: `cpu_table`, `affinity`; this module only judges what two scans show.)
 Two scans SCAN_EVERY_S apart give each process's share of a core between them; a process *shares the
 rank's CPU* when its leader sat on that CPU at both scans (or may run only there), and the rank's main
 thread did too. One scan reads ≈300 small files: 2-5 ms of CPU here, so it runs only while some rank
@@ -15,45 +16,11 @@ waits for a CPU (observe.py), at most every SCAN_EVERY_S.
 """
 from __future__ import annotations
 
-import os
+from ddpdoctor.probes.proctable import TCK as _TCK, affinity, cpu_table as scan
 
 SCAN_EVERY_S = 10.0
 SCAN_DELAY = 0.10      # a rank's main thread waited for a CPU at least this share of the last seconds: scan
 NEAR_TOP = 3           # processes kept, the busiest first
-_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _stat(pid: str) -> tuple[str, int, int, int] | None:
-    """(comm, processor, utime+stime ticks, parent pid) of one process, None if it is gone."""
-    try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            s = os.read(fd, 4096).decode("utf-8", "replace")
-        finally:
-            os.close(fd)
-    except OSError:
-        return None
-    i, j = s.find("("), s.rfind(")")
-    rest = s[j + 2:].split()
-    if i < 0 or len(rest) < 37:
-        return None
-    return s[i + 1:j], int(rest[36]), int(rest[11]) + int(rest[12]), int(rest[1])
-
-
-def scan() -> dict[int, tuple[str, int, int, int]]:
-    """Every process: pid -> (comm, CPU its leader last ran on, its CPU ticks, its parent)."""
-    out = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit() and (st := _stat(name)) is not None:
-            out[int(name)] = st
-    return out
-
-
-def affinity(pid: int) -> list[int] | None:
-    try:
-        return sorted(os.sched_getaffinity(pid))
-    except OSError:
-        return None
 
 
 def sharing(old: dict, new: dict, dt: float, cpu: int, skip: set[int]) -> list[list]:
