@@ -10,6 +10,7 @@ from typing import Iterable
 
 from ddpdoctor.catalog.model import CLUE, FailureMode, Signature
 from ddpdoctor.logscan.matcher import LineMatch, Rule
+from ddpdoctor.logscan.user_error import Tracker
 
 KEEP_EVIDENCE = 3    # first lines kept per signature (plus the last one)
 KEEP_VALUES = 64     # distinct captured values kept per signature / fact
@@ -68,7 +69,6 @@ class Collector:
     """Accumulates matches in bounded memory while the log streams by."""
 
     def __init__(self):
-        from ddpdoctor.logscan.user_error import Tracker
         self.user = Tracker()   # exceptions in the job's own code (user_error.py)
         self.sigs: dict[tuple[str, int], SigStats] = {}   # (failure id, rule index) -> stats
         self.failures: dict[str, FailureMode] = {}
