@@ -10,6 +10,7 @@ from typing import Iterable
 
 from ddpdoctor.catalog.model import CLUE, FailureMode, Signature
 from ddpdoctor.logscan.matcher import LineMatch, Rule
+from ddpdoctor.logscan.quoted import Evidence
 from ddpdoctor.logscan.user_error import Tracker
 
 KEEP_EVIDENCE = 3    # first lines kept per signature (plus the last one)
@@ -17,25 +18,6 @@ KEEP_VALUES = 64     # distinct captured values kept per signature / fact
 # facts whose every line counts (a traceback's frames, the torchrun summary, exceptions): never saturated
 _EVERY_LINE = frozenset({"frame", "exception", "stop_sent", "root_cause", "summary_host", "summary_rank",
                          "summary_exit", "traceback", "torchrun_failed"})
-
-
-@dataclass
-class Evidence:
-    line: int
-    text: str
-    host: str | None
-    rank: int | None
-    note: str = ""
-
-    def to_dict(self) -> dict:
-        d: dict = {"line": self.line, "text": self.text}
-        if self.host:
-            d["host"] = self.host
-        if self.rank is not None:
-            d["rank"] = self.rank
-        if self.note:
-            d["note"] = self.note
-        return d
 
 
 @dataclass

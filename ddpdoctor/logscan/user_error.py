@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ddpdoctor.catalog.model import CAUSE, CLUE
-if TYPE_CHECKING:  # annotations only: evidence.Collector builds this module's Tracker (no import circle)
-    from ddpdoctor.logscan.evidence import Evidence
+from ddpdoctor.logscan.quoted import Evidence
 
 KEEP = 8            # unexplained exceptions kept (the first ones: the first failure is the cause)
 NEAR = 200          # lines between the last frame of a traceback and its exception line
