@@ -138,6 +138,15 @@ FACTS = (
          trigger="failed to connect to any network address",
          example="[E socket.cpp:610] [c10d] The client socket has failed to connect to any network address of "
                  "(192.168.1.99, 1234)."),
+    # torchrun's failure summary when the worker wrote no error file (elastic/multiprocessing/errors/__init__.py
+    # ProcessFailure: error_file `<N/A>`, and for an exit code >= 0 the message "To enable traceback see: ..."; torch
+    # 1.9 .. 2.13): the worker's own traceback is only in its stderr (logscan/endings.py).
+    Fact("error_file", r"^\s*error_file\s*: (?P<file>\S+)", trigger="error_file", example="  error_file: <N/A>"),
+    # NCCL's CUDA checks, the CUDA error behind ncclUnhandledCudaError (`unhandled cuda error`): src/include/checks.h
+    # CUDACHECK / CUDACHECKGOTO WARN("Cuda failure '%s'", cudaGetErrorString(err)) (v2.4 .. v2.30) and cudawrap.h
+    # CUCHECK WARN("Cuda failure %d '%s'", err, errStr) (v2.18 .. v2.30); read by logscan/endings.py.
+    Fact("nccl_cuda_failure", r"Cuda failure (?:(?P<code>\d+) )?'(?P<what>[^'\n]{1,120})'", trigger="cuda failure",
+         example="transport.cc:154 NCCL WARN Cuda failure 'invalid argument'"),
     # A traceback is a failure even when the paste stops before its last line (users often cut it).
     Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
          example="Traceback (most recent call last):"),

@@ -36,6 +36,7 @@ import re
 
 from ddpdoctor.catalog.model import CAUSE, CLUE
 from ddpdoctor.logscan.differential import context
+from ddpdoctor.logscan.endings import ending_differential, sigbus_alternative
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
 CANDIDATE = 0.25   # the best candidate of an undecided symptom: below render.SHOW_FULL, so only listed with why
@@ -65,6 +66,7 @@ def symptom_differential(col: Collector, add, caps, decided: set[str], named) ->
     _ranks_outnumber_gpus(col, add, named)
     _loopback_store(col, caps)
     _attempt_warnings_only(col, caps)
+    sigbus_alternative(col, add, named)   # a signal names no process: even a decided -7 keeps NCCL's reading beside it
     strong = decided or any(st.signature.role == CAUSE and st.signature.weight >= DECIDED
                             for st in col.sigs.values())
     if strong:
@@ -87,6 +89,7 @@ def symptom_differential(col: Collector, add, caps, decided: set[str], named) ->
     _remote_error(col, cand)
     _no_route_to_store(col, cand)
     _retry_exceeded(col, cand)
+    ending_differential(col, cand, caps)   # the generic endings: a launcher's summary, `unhandled cuda error`, ... (endings.py)
 
 
 def _collective_timeout(col: Collector, cand, hosts: set[str]) -> None:
@@ -142,8 +145,9 @@ def _watchdog_hung(col: Collector, cand) -> None:
          "`sudo dmesg -T | grep -i xid` and `nvidia-smi` on the node", first)
 
 
-# torchrun/elastic `exitcode: -N`, `Signal N (SIG...) received by PID`, mp.spawn `terminated with signal SIG...`
-_SIGNAL = re.compile(r"exitcode: -(\d+)|Signal (\d+) \(|terminated with signal SIG([A-Z]+)")
+# torchrun/elastic `exitcode: -N`, `Signal N (SIG...) received by PID`, Open MPI's `Signal: Aborted (6)`
+# (opal/util/stacktrace.c), mp.spawn `terminated with signal SIG...`
+_SIGNAL = re.compile(r"exitcode: -(\d+)|Signal (\d+) \(|\] Signal: [A-Za-z ]+ \((\d+)\)|terminated with signal SIG([A-Z]+)")
 _NAMES = {"ABRT": 6, "SEGV": 11, "ILL": 4, "FPE": 8}
 
 
@@ -154,7 +158,8 @@ def _native_signal(col: Collector, cand) -> None:
     sigs = set()
     for e in evs:
         for m in _SIGNAL.finditer(e.text):
-            sigs.add(int(m.group(1) or m.group(2)) if (m.group(1) or m.group(2)) else _NAMES.get(m.group(3), 0))
+            num = m.group(1) or m.group(2) or m.group(3)
+            sigs.add(int(num) if num else _NAMES.get(m.group(4), 0))
     first = [evs[0]]
     if 6 in sigs:
         # ProcessGroupNCCL's watchdog ends the process with std::abort (SIGABRT) after a collective timed out or
