@@ -48,6 +48,7 @@ from ddpdoctor.logscan.evidence import Collector, Evidence
 
 CANDIDATE = 0.25   # as symptoms.CANDIDATE (not imported: symptoms imports this module)
 WEAKER = 0.21
+DECIDES = 0.5      # a CUDA error string that names its cause (ranker.DECISIVE)
 
 RECORD = ("`from torch.distributed.elastic.multiprocessing.errors import record` and `@record` on the script's main "
           "(torchrun then prints that rank's traceback in its summary), or that rank's own stderr: `torchrun --tee 3` / "
@@ -143,11 +144,16 @@ def _exit_without_traceback(col: Collector, cand) -> None:
 # NCCL's `Cuda failure '<cudaGetErrorString>'`: the CUDA error strings (CUDA runtime / driver API docs) that point at
 # a catalog mode, with what decides. Checked in order; the first that matches the string gives the candidates.
 _CUDA_ERRORS = (
-    (re.compile(r"(?i)not supported in the installed CUDA driver|driver version is insufficient|"
-                r"unsupported display driver|forward compatibility"), (
-        ("CUDA_DRIVER_TOO_OLD", CANDIDATE, "the driver does not support the CUDA this NCCL was built for",
+    # cudaErrorCallRequiresNewerDriver's own words: the driver is older than the call NCCL made (decides)
+    (re.compile(r"(?i)not supported in the installed CUDA driver"), (
+        ("CUDA_DRIVER_TOO_OLD", DECIDES, "CUDA says the call needs a newer driver than the one installed",
          "`nvidia-smi` (its `CUDA Version`) against the `+cudaX.Y` of `NCCL version` (NCCL_DEBUG=INFO)"),)),
-    (re.compile(r"(?i)peer access|peer mapping"), (
+    (re.compile(r"(?i)unsupported display driver|forward compatibility"), (
+        ("CUDA_DRIVER_TOO_OLD", CANDIDATE, "the driver does not support the CUDA this NCCL was built for (or a "
+         "cuda-compat package on a GPU it does not support)",
+         "`nvidia-smi` (its `CUDA Version`) against the `+cudaX.Y` of `NCCL version` (NCCL_DEBUG=INFO)"),)),
+    # (`peer access is not supported` is CONSUMER_GPU_P2P_BROKEN's own signature; this is the exhausted mappings)
+    (re.compile(r"(?i)peer mapping"), (
         ("CONSUMER_GPU_P2P_BROKEN", CANDIDATE, "CUDA refused GPU peer-to-peer access between two GPUs",
          "NCCL_P2P_DISABLE=1 <rerun> (works => the P2P path), `nvidia-smi topo -m`"),
         ("NCCL_P2P_ACS_IOMMU_HANG", WEAKER, "PCIe ACS / an IOMMU between the GPUs breaks peer-to-peer transfers",
