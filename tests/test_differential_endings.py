@@ -202,3 +202,26 @@ def test_a_clean_log_stays_clean():
                   "node1:301:301 [0] NCCL INFO comm 0x5e0 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
                   "epoch 1: loss 0.31", "Training finished."])
     assert ids(ex) == []
+
+
+SETUP = ["i-56butc:9822:9822 [0] NCCL INFO Bootstrap : Using bond0:10.0.11.5<0>",
+         "i-56butc:9822:9822 [0] NCCL INFO cudaDriverVersion 12080",
+         "i-56butc:9822:9822 [0] NCCL INFO NCCL version 2.26.5+cuda12.9"]
+
+
+def test_a_log_that_stops_in_ncc_ls_set_up_lists_its_clues_as_candidates():
+    gpus = ["#  Rank  0 Group  0 Pid   9822 on i-56butc device  0 [0000:2c:00] NVIDIA GeForce RTX 4090",
+            "#  Rank  1 Group  0 Pid   9822 on i-56butc device  1 [0000:2d:00] NVIDIA GeForce RTX 4090"]
+    ex = explain(gpus + SETUP)
+    assert_weak_candidates(ex, ["CONSUMER_GPU_P2P_BROKEN"])
+    assert "stops at NCCL's set-up output" in by_id(ex, "CONSUMER_GPU_P2P_BROKEN").notes[0]
+    # the same lines followed by the job's progress: a healthy start, no diagnosis
+    assert ids(explain(gpus + SETUP + ["step 10 loss 2.31", "step 20 loss 2.02"])) == []
+
+
+def test_a_log_that_stops_in_ncc_ls_set_up_without_clues_points_at_the_first_transfers():
+    ex = explain(SETUP)
+    assert_weak_candidates(ex, ["NCCL_P2P_ACS_IOMMU_HANG", "CONSUMER_GPU_P2P_BROKEN"])
+    two = [ln.replace("i-56butc:", "node2:") for ln in SETUP]
+    ex = explain(SETUP + two)
+    assert_weak_candidates(ex, ["FIREWALL_BLOCKS_PORTS", "NCCL_WRONG_INTERFACE_AUTOSELECTED"])

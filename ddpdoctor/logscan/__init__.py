@@ -86,6 +86,7 @@ def explain_stream(stream: BinaryIO, source: str = "-", progress=None, stop_at: 
         damaged = str(e)
     except _OutOfTime:
         cut = True
+    col.lines = stats.lines   # where the log ends (endings.py: a log that stops in NCCL's set-up)
     diagnoses = diagnose(col, catalog.failures())
     if cut:
         from ddpdoctor.logscan.ranker import UNDECIDED_MAX

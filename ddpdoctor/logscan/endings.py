@@ -78,6 +78,7 @@ def _hits(col: Collector, sigs) -> list[Evidence]:
 
 def ending_differential(col: Collector, cand, caps) -> None:
     """The undecided endings (called only when no decisive line or rule names the cause)."""
+    _stopped_in_nccl_setup(col, cand, caps)
     _exit_without_traceback(col, cand)
     _unhandled_cuda(col, cand)
     _store_barrier_uncounted(col, cand, caps)
@@ -214,9 +215,22 @@ def _unhandled_cuda(col: Collector, cand) -> None:
         cand("CONSUMER_GPU_P2P_BROKEN", CANDIDATE, f"{head} on GeForce GPUs, whose peer-to-peer transfers the driver "
              "does not support; decide with: NCCL_P2P_DISABLE=1 <rerun> (works => this)", geforce[:1] + evs)
     for fid, weight, why, decide in _BARE:
+        if fid == "CUDA_DRIVER_TOO_OLD" and _driver_covers_build(col):
+            continue   # the log shows a driver for this NCCL's CUDA major (rules.driver_older_than_build's reading)
         cand(fid, weight if not (wsl or geforce) else WEAKER, f"{head}, and no `Cuda failure '...'` WARN in this log to "
              f"say which: {why}; decide with: NCCL_DEBUG=INFO <rerun> (the `NCCL WARN Cuda failure` line names the "
              f"CUDA error), {decide}", evs)
+
+
+def _driver_covers_build(col: Collector) -> bool:
+    """NCCL's `cudaDriverVersion N` and `NCCL version x+cudaM.m` lines both present, and every driver supports the
+    CUDA major NCCL was built for (CUDA's minor-version compatibility): the log rules a too-old driver out."""
+    builds = [v.value["cuda"] for v in col.facts.get("nccl_version", []) if v.value.get("cuda")]
+    drivers = [int(v.value["v"]) for v in col.facts.get("cuda_driver_version", []) if v.value.get("v", "").isdigit()]
+    if not builds or not drivers:
+        return False
+    need = max(int(b.split(".")[0]) for b in builds)
+    return min(drivers) // 1000 >= need
 
 
 def _store_barrier_uncounted(col: Collector, cand, caps) -> None:
@@ -236,3 +250,65 @@ def _store_barrier_uncounted(col: Collector, cand, caps) -> None:
          "--nproc-per-node)", evs)
     cand("MASTER_PORT_IN_USE", WEAKER, "another job (or a stale one) on the same MASTER_PORT joins the same store; "
          f"decide with: `ss -ltnp | grep <port>` on the master while it starts, and {decide}", evs)
+
+
+# NCCL's set-up lines (NCCL_DEBUG=INFO): its version, the driver's CUDA, the network it chose, each rank's device at
+# `Init COMPLETE`, the NCCL_* variables it read (facts.py)
+_NCCL_SETUP = ("nccl_version", "cuda_driver_version", "nccl_net", "nccl_dev", "nccl_env")
+NEAR_END = 1   # lines after NCCL's last set-up line that still count as "the log stops there"
+
+
+def _stopped_in_nccl_setup(col: Collector, cand, caps) -> None:
+    """A log with no failure line that stops in (or right after) NCCL's set-up output: the job hung there, at the
+    communicator's creation or its first collective (NCCL prints nothing more until it completes), or the paste stops
+    before the error. Nothing in such a log says which; its clue lines (a GeForce card, `NET/IB : No device found`, a
+    Windows host), dropped from a log without a failure, are then the candidates, capped at a clue's weight
+    (ranker.CLUE_ONLY_MAX); without any, a hang in the first collective's transport (symptoms.py's reading of a
+    timeout at SeqNum <= 2): the GPUs' peer path on one host, the network between several. Dev logs that stop so:
+    CONSUMER_GPU_P2P_BROKEN 3, IB_DEVICE_NOT_VISIBLE 3, NCCL_P2P_ACS_IOMMU_HANG 1, WSL_NCCL_UNSUPPORTED 1,
+    CUDA_DRIVER_TOO_OLD 1, NCCL_ENV_MISMATCH_ACROSS_NODES 1, UNKNOWN 2."""
+    if col.failed or not col.lines:
+        return
+    setup = [v for name in _NCCL_SETUP for v in col.facts.get(name, [])]
+    if not setup:
+        return
+    clues = {}
+    for (fid, _), st in col.sigs.items():
+        clues.setdefault(fid, []).extend(st.first + ([st.last] if st.last else []))
+    last = max([v.line for v in setup] + [e.line for evs in clues.values() for e in evs])
+    if col.lines - last > NEAR_END:
+        return   # the job went on after NCCL's set-up: a healthy log, or one whose failure no line here shows
+    end = _ev(max(setup, key=lambda v: v.line))
+    where = f"the log stops at NCCL's set-up output (line {end.line} of {col.lines}) with no error: the job hung there " \
+            "(creating the communicator or in its first collective, after which NCCL prints nothing until it " \
+            "completes), or the paste stops before the error"
+    if clues:
+        for fid, evs in sorted(clues.items(), key=lambda kv: kv[1][0].line):
+            first = sorted(evs, key=lambda e: e.line)[0]
+            fm = col.failures.get(fid)
+            confirm = f"`{fm.confirm}`" if fm is not None and fm.confirm else f"`ddpdoctor explain {fid}`"
+            cand(fid, CANDIDATE, f"{where}; line {first.line} makes this possible; decide with: {confirm}, and "
+                 "`py-spy dump --pid <a rank's pid>` while it hangs (where it waits)", [first, end])
+            caps.set(fid, 0.3, "low confidence: only an INFO line of this mode, in a log that shows no error")
+        return
+    hosts = {v.host for v in setup if v.host}
+    if len(hosts) >= 2:
+        cand("FIREWALL_BLOCKS_PORTS", CANDIDATE, f"{where}; on {len(hosts)} hosts the first collective is the first "
+             "use of NCCL's own connections between them (other ports than the rendezvous); decide with: `ddpdoctor "
+             "network` on each node", [end])
+        cand("NCCL_WRONG_INTERFACE_AUTOSELECTED", WEAKER, f"{where}; NCCL may have picked an interface the nodes do "
+             "not share; decide with: the `NET/Socket : Using` line of each node, NCCL_SOCKET_IFNAME=<the interface "
+             "they share> <rerun>", [end])
+        return
+    cand("NCCL_P2P_ACS_IOMMU_HANG", CANDIDATE, f"{where}; on one host the first collective is the first GPU "
+         "peer-to-peer transfer, which stalls behind PCIe ACS / an IOMMU; decide with: NCCL_P2P_DISABLE=1 <rerun> "
+         "(works => the P2P path), `sudo lspci -vvv | grep -i acsctl`", [end])
+    cand("CONSUMER_GPU_P2P_BROKEN", WEAKER, f"{where}; GeForce / workstation GPUs whose P2P the driver does not "
+         "support hang the same way; decide with: `nvidia-smi -L` (the GPU model), NCCL_P2P_DISABLE=1 <rerun>", [end])
+    nets = set(col.fact_values("nccl_net", "net"))
+    if nets == {"Socket"}:
+        sock = _ev(next(v for v in col.facts["nccl_net"] if v.value.get("net") == "Socket"))
+        cand("IB_DEVICE_NOT_VISIBLE", WEAKER, f"{where}; NCCL chose plain sockets (line {sock.line}) and no NET/IB: "
+             "if the nodes have InfiniBand / RoCE, NCCL does not see it (a container without /dev/infiniband, no "
+             "rdma-core); decide with: `ibv_devinfo` where the job runs, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET",
+             [sock])

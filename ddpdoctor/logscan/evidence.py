@@ -60,6 +60,7 @@ class Collector:
         self.summary: dict = {}   # torchrun's "Root Cause (first observed failure)" block
         self._in_summary = 0
         self.saturated: set[int] = set()   # rule indexes one more line of can only move a last line (matcher.scan)
+        self.lines = 0   # the log's line count, set once the scan is done (0: unknown)
 
     def add(self, lm: LineMatch) -> None:
         # a line a catalog cause/symptom explains is not an unexplained exception of the job's code
