@@ -225,3 +225,31 @@ def test_a_log_that_stops_in_ncc_ls_set_up_without_clues_points_at_the_first_tra
     two = [ln.replace("i-56butc:", "node2:") for ln in SETUP]
     ex = explain(SETUP + two)
     assert_weak_candidates(ex, ["FIREWALL_BLOCKS_PORTS", "NCCL_WRONG_INTERFACE_AUTOSELECTED"])
+
+
+INVALID = "RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/../c10d/NCCLUtils.hpp:82, invalid argument, NCCL version 2.4.8"
+
+
+def test_a_bare_nccl_invalid_argument_points_at_a_rank_outside_the_world():
+    ex = explain([INVALID])
+    assert_weak_candidates(ex, ["RANK_OUT_OF_WORLD_SIZE", "NCCL_LIBRARY_CONFLICT"])
+    # srun's report of its tasks (slurm src/srun/launch.c) adds the Slurm task layout
+    ex = explain([INVALID, "srun: error: node-0: tasks 2-7: Exited with exit code 1"])
+    assert set(ids(ex)[:2]) == {"RANK_OUT_OF_WORLD_SIZE", "SLURM_NTASKS_MISMATCH"}, ids(ex)
+    assert "USER_CODE_EXCEPTION" not in ids(ex)   # the worker's error is in the log: not an exit without traceback
+    # NCCL's own WARN names the rank: its signature decides
+    ex = explain(["node1:77:77 [0] init.cc:981 NCCL WARN Invalid rank requested : 5/4", INVALID])
+    assert ids(ex)[0] == "RANK_OUT_OF_WORLD_SIZE" and ex.diagnoses[0].confidence >= LOW
+
+
+def test_mp_spawn_s_wrapper_cut_before_the_child_s_exception_reads_like_torchrun_s():
+    ex = explain(["Traceback (most recent call last):",
+                  '  File "/usr/local/lib/python3.8/dist-packages/torch/multiprocessing/spawn.py", line 150, in join',
+                  "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+                  "torch.multiprocessing.spawn.ProcessRaisedException:", "",
+                  "-- Process 1 terminated with the following error:",
+                  "Traceback (most recent call last):",
+                  '  File "/usr/local/lib/python3.8/dist-packages/torch/multiprocessing/spawn.py", line 59, in _wrap',
+                  "    fn(i, *args)"])
+    assert_weak_candidates(ex, ["USER_CODE_EXCEPTION", "GPU_OUT_OF_MEMORY"])
+    assert "mp.spawn" in by_id(ex, "USER_CODE_EXCEPTION").notes[0]

@@ -80,6 +80,7 @@ def ending_differential(col: Collector, cand, caps) -> None:
     """The undecided endings (called only when no decisive line or rule names the cause)."""
     _stopped_in_nccl_setup(col, cand, caps)
     _exit_without_traceback(col, cand)
+    _nccl_invalid_argument(col, cand)
     _unhandled_cuda(col, cand)
     _store_barrier_uncounted(col, cand, caps)
 
@@ -103,6 +104,12 @@ def sigbus_alternative(col: Collector, add, named) -> None:
         "DataLoader's)", bus[:1])
 
 
+# the launchers' own exceptions that wrap a worker's failure (torch/distributed/elastic/multiprocessing/errors
+# ChildFailedError; torch/multiprocessing/spawn.py ProcessRaisedException, whose message carries the child's traceback,
+# and ProcessExitedException): raised by the launcher, not by the worker
+_LAUNCHER_RAISES = re.compile(r"(?:ChildFailedError|ProcessRaisedException|ProcessExitedException)$")
+
+
 def _failure_lines(col: Collector) -> bool:
     """Any line of a failure (not a clue) besides the generic exit-code reading of USER_CODE_EXCEPTION."""
     return any(st.signature.role != CLUE for st in col.sigs.values())
@@ -112,16 +119,30 @@ def _exit_without_traceback(col: Collector, cand) -> None:
     t = col.user
     if _failure_lines(col) or t.raised or t.open_tb:
         return   # the log holds a failure line or the worker's own exception: that reading, not this one
-    codes = [v for name in ("torchrun_failed", "summary_exit") for v in col.facts.get(name, [])]
-    child = [v for v in col.facts.get("exception", []) if v.value.get("exc", "").endswith("ChildFailedError")]
+    codes = [v for name in ("torchrun_failed", "summary_exit", "srun_exit") for v in col.facts.get(name, [])]
+    excs = col.facts.get("exception", [])
+    child = [v for v in excs if _LAUNCHER_RAISES.search(v.value.get("exc", ""))]
+    if len(child) < len(excs):
+        return   # an exception of the worker itself is in the log (one no signature reads): not this ending
     ones = [v for v in codes if v.value.get("code") == "1"]
     if codes and not ones:
         return   # another exit code: a signal has its own modes (HOST_OOM_SIGKILL, WORKER_NATIVE_CRASH), 2 is argparse
     no_file = [v for v in col.facts.get("error_file", []) if v.value.get("file") == "<N/A>"]
+    spawned = col.facts.get("spawn_child_failed", [])
+    if spawned and not ones:
+        # mp.spawn carries the child's traceback in its own exception: here it is cut before the exception line
+        first = [_ev(spawned[0])]
+        cand("USER_CODE_EXCEPTION", CANDIDATE, f"the log ends with mp.spawn's report that process "
+             f"{spawned[0].value.get('index')} raised (line {spawned[0].line}), and the child's traceback is cut before "
+             "its exception line; decide with: the rest of that traceback (the end of the job's output)", first)
+        cand("GPU_OUT_OF_MEMORY", WEAKER, "the exception a training step raises most often is torch.cuda."
+             "OutOfMemoryError; decide with: the child's exception line, `nvidia-smi` while it runs", first)
+        return
     if ones or child:
         first = [_ev(v) for v in (ones or child)[:1]] + [_ev(v) for v in no_file[:1]]
         what = (f"a worker exited with code 1 (line {ones[0].line})" if ones else
-                f"torchrun's ChildFailedError (line {child[0].line}) without the worker's exit code")
+                f"the launcher's {child[0].value.get('exc', '').rsplit('.', 1)[-1]} (line {child[0].line}) without the "
+                "worker's exception")
         nofile = (", and `error_file: <N/A>`: the worker wrote no error file (its main is not decorated with @record)"
                   if no_file else "")
         cand("USER_CODE_EXCEPTION", CANDIDATE, f"the log ends with the launcher's report: {what}{nofile}; exit code 1 "
@@ -132,7 +153,7 @@ def _exit_without_traceback(col: Collector, cand) -> None:
              + "), `nvidia-smi --query-gpu=memory.used,memory.total --format=csv -l 5` while it runs", first)
         return
     stops = col.facts.get("stop_sent", [])
-    if stops and not codes and not child and not col.facts.get("exception"):
+    if stops and not codes and not child:
         first = [_ev(stops[0])]
         cand("HOST_OOM_SIGKILL", CANDIDATE, "the log ends with torchrun stopping the other workers (`closing signal "
              "SIGTERM`): one worker had already died, and neither its exit code nor an error is in this log; a worker "
@@ -312,3 +333,29 @@ def _stopped_in_nccl_setup(col: Collector, cand, caps) -> None:
              "if the nodes have InfiniBand / RoCE, NCCL does not see it (a container without /dev/infiniband, no "
              "rdma-core); decide with: `ibv_devinfo` where the job runs, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET",
              [sock])
+
+
+def _nccl_invalid_argument(col: Collector, cand) -> None:
+    """ncclInvalidArgument with no WARN that names its argument: at communicator creation NCCL returns it for a rank
+    outside the world (src/init.cc ncclCommInitRank: WARN "Invalid rank requested : %d/%d", v2.4 .. v2.30), which
+    RANK_OUT_OF_WORLD_SIZE's signature reads when the WARN is in the log; its `related` names SLURM_NTASKS_MISMATCH
+    (srun starting more processes than the world). Dev logs with the bare error: NCCL_LIBRARY_CONFLICT 3 (decided by
+    their own lines: a config struct of another NCCL build), SLURM_NTASKS_MISMATCH 1."""
+    hits = col.facts.get("nccl_invalid_argument", [])
+    if not hits:
+        return
+    evs = [_ev(hits[0])]
+    srun = col.facts.get("srun_exit", [])
+    decide = "NCCL_DEBUG=WARN <rerun> (the WARN before the error names the argument)"
+    cand("RANK_OUT_OF_WORLD_SIZE", CANDIDATE, "NCCL's `invalid argument` (ncclInvalidArgument) without its WARN: at "
+         "communicator creation NCCL answers so to a rank outside 0..world_size-1 (`Invalid rank requested`), when more "
+         f"processes start than the world size says; decide with: {decide}, and the RANK / WORLD_SIZE each process "
+         "gets", evs)
+    if srun:
+        cand("SLURM_NTASKS_MISMATCH", CANDIDATE, f"srun ran the tasks (line {srun[0].line}: tasks "
+             f"{srun[0].value.get('tasks')} exited): srun starting one process per task while the script sets its own "
+             "world size (or a launcher per task) gives ranks past the world; decide with: `--ntasks-per-node` / "
+             "`-n` against the world size the script is given", [_ev(srun[0])] + evs)
+    cand("NCCL_LIBRARY_CONFLICT", WEAKER, "two NCCL builds in one process (torch's bundled one and another) disagree on "
+         f"the structures they pass; decide with: {decide}, `pip list | grep -i nccl` and "
+         "`python -c 'import torch; print(torch.cuda.nccl.version())'`", evs)

@@ -147,6 +147,24 @@ FACTS = (
     # CUCHECK WARN("Cuda failure %d '%s'", err, errStr) (v2.18 .. v2.30); read by logscan/endings.py.
     Fact("nccl_cuda_failure", r"Cuda failure (?:(?P<code>\d+) )?'(?P<what>[^'\n]{1,120})'", trigger="cuda failure",
          example="transport.cc:154 NCCL WARN Cuda failure 'invalid argument'"),
+    # ncclInvalidArgument as torch's C10D_NCCL_CHECK prints it ("NCCL error in: <file>:<line>, <ncclGetErrorString>",
+    # "invalid argument" in NCCL v2.4 .. v2.18, "invalid argument (run with NCCL_DEBUG=WARN for details)" in later
+    # releases: src/init.cc ncclGetErrorString) or torch's name of the code; read by logscan/endings.py.
+    Fact("nccl_invalid_argument", r"NCCL error[^\n]{0,200}?, invalid argument\b|\bncclInvalidArgument\b",
+         trigger=("invalid argument", "ncclinvalidargument"),
+         example="RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/../c10d/NCCLUtils.hpp:82, invalid argument, "
+                 "NCCL version 2.4.8"),
+    # srun's report of tasks that ended (SchedMD/slurm src/srun/launch.c, src/plugins/launch/slurm/launch_slurm.c
+    # before 23.02: error("%s: %s %s: Exited with exit code %d", hosts, "task"/"tasks", task list, rc), slurm 17.11 ..
+    # 26.05): an exit code that srun, not torchrun, saw.
+    Fact("srun_exit", r"srun: error: (?P<host>[^:\s]+): tasks? (?P<tasks>[\d,-]+): Exited with exit code (?P<code>\d+)",
+         trigger="srun: error: ",
+         example="srun: error: slurm-job-compute-0-0: tasks 2-7: Exited with exit code 1"),
+    # mp.spawn's report of a child that raised (torch/multiprocessing/spawn.py ProcessContext.join, torch 1.x .. 2.13:
+    # "\n\n-- Process %d terminated with the following error:\n" + the child's traceback, in ProcessRaisedException's
+    # message, whose class name no `...Error` exception line reads); read by logscan/endings.py.
+    Fact("spawn_child_failed", r"-- Process (?P<index>\d+) terminated with the following error",
+         trigger="terminated with the following error", example="-- Process 1 terminated with the following error:"),
     # A traceback is a failure even when the paste stops before its last line (users often cut it).
     Fact("traceback", r"Traceback \(most recent call last\)", trigger="traceback (most recent call last)",
          example="Traceback (most recent call last):"),
