@@ -217,6 +217,9 @@ def test_a_log_that_stops_in_ncc_ls_set_up_lists_its_clues_as_candidates():
     assert "stops at NCCL's set-up output" in by_id(ex, "CONSUMER_GPU_P2P_BROKEN").notes[0]
     # the same lines followed by the job's progress: a healthy start, no diagnosis
     assert ids(explain(gpus + SETUP + ["step 10 loss 2.31", "step 20 loss 2.02"])) == []
+    # ... and a clue line after NCCL's output is not NCCL's: the log went on past the set-up
+    frame = '  File "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", line 3696, in barrier'
+    assert ids(explain(gpus + SETUP + [frame, "step 10 loss 2.31"])) == []
 
 
 def test_a_log_that_stops_in_ncc_ls_set_up_without_clues_points_at_the_first_transfers():

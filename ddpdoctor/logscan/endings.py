@@ -296,7 +296,8 @@ def _stopped_in_nccl_setup(col: Collector, cand, caps) -> None:
     clues = {}
     for (fid, _), st in col.sigs.items():
         clues.setdefault(fid, []).extend(st.first + ([st.last] if st.last else []))
-    last = max([v.line for v in setup] + [e.line for evs in clues.values() for e in evs])
+    # the last of NCCL's own lines (its set-up facts, and clue lines NCCL printed, `NET/IB : No device found`)
+    last = max([v.line for v in setup] + [e.line for evs in clues.values() for e in evs if "NCCL INFO" in e.text])
     if col.lines - last > NEAR_END:
         return   # the job went on after NCCL's set-up: a healthy log, or one whose failure no line here shows
     end = _ev(max(setup, key=lambda v: v.line))
