@@ -1,6 +1,7 @@
 """The differential of the generic endings many posted logs stop at (issue 23, "absent" logs): a worker that
-exited 1 (or was torn down) while only the launcher's summary is in the log, NCCL's bare `unhandled cuda error`, a
-SIGBUS, and a store-based barrier timeout cut before its counts. The ending stays what the log shows (its own mode
+exited 1 (or was torn down) while only the launcher's summary is in the log (torchrun's, srun's, mp.spawn's with the
+child's traceback cut), NCCL's bare `unhandled cuda error` and `invalid argument`, a SIGBUS, a store-based barrier
+timeout cut before its counts, and a log that stops in NCCL's set-up output with no error. The ending stays what the log shows (its own mode
 at low confidence, or nothing named, "unknown"); the causes behind it follow as weaker alternatives (symptoms.py's
 CANDIDATE / WEAKER, below render.SHOW_FULL, so never a confident answer), each with the line that raised it and the
 command that decides. symptoms.symptom_differential calls these, with its `cand` (no mode added twice, nothing
