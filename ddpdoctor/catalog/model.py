@@ -43,7 +43,7 @@ MIN_TRIGGER = 4
 # would make every line a candidate.
 GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", "invalid", "denied", "mismatch",
          "exitcode", "signal", "rendezvous", "rdzv", "route", "family", " : using ", "remote=[", "completion",
-         "run_id", "group_rank", "nccl version", "      : ", "srcvalid+", "geforce", "duplicate gpu",
+         "run_id", "group_rank", "nccl version", "      : ", "srcvalid+", "geforce",
          "set_device", "srun", "master", "unreachable",
          # issue 23: the Aho-Corasick gate pass stays fast (its SIMD prefilter) only up to 64 gate words; words
          # shared by several rare triggers keep the count there (benchmarks/bench_explain.py measures it)

@@ -67,7 +67,7 @@ SIGNATURES_USED = (
     ("HOSTNAME_UNRESOLVABLE", "HOST_NOT_FOUND"), ("HOSTNAME_UNRESOLVABLE", "GAI_ERROR"),
     ("STORE_BARRIER_WORKER_COUNT_MISMATCH", "WAITING_IN_STORE_BARRIER"),
     ("NCCL_RELEASE_BUG", "TOPO_CPU_ATTRIBUTE_MISSING"), ("NCCL_RELEASE_BUG", "NET_ID_NOT_FOUND"),
-    ("NCCL_RELEASE_BUG", "KERNEL_SHARED_MEM_EXCEEDS_DEVICE"),
+    ("NCCL_RELEASE_BUG", "KERNEL_SHARED_MEM_EXCEEDS_DEVICE"), ("NCCL_RELEASE_BUG", "REVERSE_PATH_NOT_FOUND"),
     ("DEEPSPEED_LAUNCHER_TEARDOWN", "KILLING_SUBPROCESS"), ("DEEPSPEED_LAUNCHER_TEARDOWN", "MAIN_PROCESS_RECEIVED_SIGNAL"),
     ("FIREWALL_BLOCKS_PORTS", "STORE_CONNECT_TIMEOUT_ANY"),
     ("IB_CROSS_RAIL_UNREACHABLE", "MODIFY_QP_TIMEOUT_V4_GIDS"), ("IB_FABRIC_FAULT", "RETRY_EXCEEDED_V4_GIDS"), ("IB_CROSS_RAIL_UNREACHABLE", "HINT_NOT_CROSS_RAIL_CONNECTED"),
@@ -381,6 +381,10 @@ _RELEASE_FIXES = {
                                          "recent Blackwell GPUs, NVIDIA/nccl-tests#287, #291, NVIDIA/nccl#1637"),
     "NET_ID_NOT_FOUND": ((2, 27, 3), 0.45, "NCCL 2.27.3's release notes: the graph search excludes non-local NICs "
                          "(NVIDIA-NeMo/Run#266: 2.25.1 fails this way, 2.27 works)"),
+    # Low: the fix is for H100 (sm90) NVLinks, and a log seldom names the GPU.
+    "REVERSE_PATH_NOT_FOUND": ((2, 15, 1), 0.45, "NCCL 2.15.1 added H100 support: it reads all 18 NVLinks of an "
+                               "sm90 GPU (src/graph/xml.cc), older releases see them in part (milabench#183: 2.14.3 "
+                               "fails on H100, 2.18.5 works)"),
 }
 
 
