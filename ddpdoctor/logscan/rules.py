@@ -383,7 +383,7 @@ _RELEASE_FIXES = {
                          "(NVIDIA-NeMo/Run#266: 2.25.1 fails this way, 2.27 works)"),
     # Low: the fix is for H100 (sm90) NVLinks, and a log seldom names the GPU.
     "REVERSE_PATH_NOT_FOUND": ((2, 15, 1), 0.45, "NCCL 2.15.1 added H100 support: it reads all 18 NVLinks of an "
-                               "sm90 GPU (src/graph/xml.cc), older releases see them in part (milabench#183: 2.14.3 "
+                               "sm90 GPU (src/graph/xml.cc), older releases see them in part (mila-iqia/milabench#183: 2.14.3 "
                                "fails on H100, 2.18.5 works)"),
 }
 
