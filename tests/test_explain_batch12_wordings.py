@@ -78,3 +78,14 @@ def test_a_queue_pair_s_local_access_violation_makes_an_mtu_mismatch_a_candidate
     loc_len = explain(["node1:1:1 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
                        "10.20.0.12<47166> with status=IBV_WC_LOC_LEN_ERR(1) opcode=128 len=4096 vendor err 105 (Recv)"])
     assert top(loc_len)[0] == "MTU_MISMATCH" and top(loc_len)[1] >= SHOW_FULL
+
+
+def test_a_queue_pair_s_fatal_event_is_not_a_fabric_fault_and_the_device_s_is():
+    """ncclIbAsyncThreadMain (net_ib/common.cc, NCCL 2.23+): IBV_EVENT_DEVICE_FATAL prints "async fatal event: %s"
+    (the HCA itself failed); QP_FATAL / QP_REQ_ERR / QP_ACCESS_ERR print "async fatal event on QP (%p): %s" and
+    CQ_ERR "... on CQ (%p)": one queue's error (a wrong HCA, an MTU, a bad request), not a fault of the fabric."""
+    pre = "node-0:5911:5971 [0] transport/net_ib/common.cc:160 NCCL WARN NET/IB : mlx5_3:1 "
+    assert top(explain([pre + "async fatal event: device fatal"]))[0] == "IB_FABRIC_FAULT"
+    for ev in ["async fatal event on QP (0x732d78661238): invalid request local work queue error",
+               "async fatal event on CQ (0x732d78661238): CQ error"]:
+        assert "IB_FABRIC_FAULT" not in ids(explain([pre + ev])), ev
