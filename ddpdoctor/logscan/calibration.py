@@ -1,6 +1,6 @@
 """Calibration of a first answer the log does not decide (issue 23): name it at low confidence, or name nothing.
 
-A first diagnosis below render.LOW rests on lines other failures print as well (a generic symptom, a consequence,
+A first diagnosis below LOW rests on lines other failures print as well (a generic symptom, a consequence,
 a differential's candidate). Shown at SHOW_FULL or more it is named ("low confidence"); below SHOW_FULL the log
 gets "No line in this log points clearly at a cause; possible:" with the same candidates, each with the line that
 raised it and the command that decides. Which of the two is more often right is a count, not a belief: on the
@@ -19,12 +19,14 @@ too, so the table says what was looked at.
 """
 from __future__ import annotations
 
+SHOW_FULL = 0.35  # render: diagnoses at or above it get a full section (named)
+LOW = 0.5         # render: below it a diagnosis is marked "low confidence" and weaker alternatives are shown
 RULE = "rule"
 MARGIN = 2
-HIDDEN = 0.34   # just below render.SHOW_FULL: the first candidate of "possible:"
+HIDDEN = 0.34     # just below SHOW_FULL: the first candidate of "possible:"
 
 # (first mode, basis): (label was that mode, label UNKNOWN, another label) among dev logs whose first answer was that
-# key below render.LOW. Dev split of 2026-11-26 (533 logs), benchmarks/calibrate_explain.py; keys seen once are left
+# key below LOW. Dev split of 2026-11-26 (533 logs), benchmarks/calibrate_explain.py; keys seen once are left
 # out (one log cannot reach MARGIN). What the counts decided:
 # * hidden: NCCL_SYSTEM_ERROR on `internal error` alone (0 right, 2 UNKNOWN). ncclInternalError is NCCL's "internal
 #   check failed" (nccl.h: "either a bug in NCCL or due to memory corruption"), not a failed system call; the
@@ -88,8 +90,7 @@ def decision(key: tuple[str, str]) -> str:
 
 
 def calibrate(out: list) -> None:
-    """Apply the tally's decision to the first diagnosis when it is below render.LOW."""
-    from ddpdoctor.logscan.render import LOW, SHOW_FULL   # render imports the ranker, which imports this module
+    """Apply the tally's decision to the first diagnosis when it is below LOW."""
     if not out or out[0].confidence >= LOW:
         return
     top = out[0]

@@ -29,7 +29,7 @@ import re
 from typing import Iterable
 
 from ddpdoctor.catalog.model import CAUSE, CLUE, CONSEQUENCE, FailureMode
-from ddpdoctor.logscan.calibration import RULE, calibrate
+from ddpdoctor.logscan.calibration import LOW, RULE, SHOW_FULL, calibrate
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.native import sigbus_in_nccl
 from ddpdoctor.logscan.evidence import Collector, Evidence
@@ -135,7 +135,6 @@ def _first_failure_first(out: list[Diagnosis], own: dict[str, int]) -> None:
     went first: the rank that failed first stops answering and the others' collectives time out after it (torch's
     watchdog: ProcessGroupNCCL.cpp, the timeout follows a peer's exit), and torchrun then tears the rest down
     (elastic/agent/server/api.py). It goes first, and the consequence is said to be its consequence."""
-    from ddpdoctor.logscan.render import LOW, SHOW_FULL   # render imports this module: at call time
     if len(out) < 2:
         return
     top = out[0]
