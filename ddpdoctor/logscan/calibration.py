@@ -101,10 +101,10 @@ def calibrate(out: list) -> None:
         f = HIDDEN / top.confidence
         for d in out:
             d.confidence = round(d.confidence * f, 6)
-        top.notes.append(f"low confidence: logs whose first answer rests on this line alone ({top.basis}) were "
-                         f"more often left unexplained by their threads than this cause ({unknown} against {right}): "
-                         "the candidates below are possibilities, each with what would decide it")
+        top.notes.append(f"low confidence, not named: of the collected threads whose log rested on this line "
+                         f"alone ({top.basis}), {unknown} found no cause and {right} found this one; the candidates "
+                         "are possibilities, each with what would decide it")
     elif what == "show" and top.confidence < SHOW_FULL <= top.failure.ceiling:
         top.confidence = SHOW_FULL
-        top.notes.append(f"low confidence: named because logs whose first answer rests on this line ({top.basis}) "
-                         f"were more often this cause than left unexplained ({right} against {unknown})")
+        top.notes.append(f"low confidence, named: of the collected threads whose log rested on this line "
+                         f"({top.basis}), {right} found this cause and {unknown} found none")

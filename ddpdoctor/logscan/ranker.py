@@ -144,11 +144,14 @@ def _first_failure_first(out: list[Diagnosis], own: dict[str, int]) -> None:
         line = own.get(d.failure.id)
         if (line is not None and line < own[top.failure.id] and not d.clue_only and d.confidence >= SHOW_FULL
                 and _related(top.failure, d.failure)):
-            out.insert(0, out.pop(i))
+            out.pop(0)
             top.consequence_of = d.failure.id
-            top.confidence = top.score = min(top.confidence, round(d.confidence * 0.9, 6))
-            top.notes.append(f"after {d.failure.id}'s first error (line {line}): what a peer's failure leaves the "
-                             "other ranks with")
+            top.confidence *= 0.6   # as a consequence beside a root cause (diagnose), and ranked by it
+            top.score *= 0.6
+            top.notes.insert(0, f"after {d.failure.id}'s first error (line {line}): what a peer's failure leaves "
+                                "the other ranks with")
+            at = next((j for j, x in enumerate(out) if j >= i and x.confidence < top.confidence), len(out))
+            out.insert(at, top)
             return
 
 
