@@ -3,6 +3,7 @@ often the dev label was that mode, UNKNOWN, or another label.
 
     python benchmarks/calibrate_explain.py            # the table, with the decision each row gets
     python benchmarks/calibrate_explain.py --python   # the same as a TALLY literal to paste
+    python benchmarks/calibrate_explain.py --loo      # leave-one-out: right answers without, with, per key scheme
 
 Dev split only (the held-out split is never read here: tuning on it would void its score). The step it counts
 changes confidences only, never which mode is first, so counting with it in place gives the same table.
@@ -20,52 +21,90 @@ sys.path.insert(0, str(ROOT))
 
 from ddpdoctor import catalog  # noqa: E402
 from ddpdoctor.logscan import explain_stream  # noqa: E402
-from ddpdoctor.logscan.calibration import MARGIN, decision  # noqa: E402
+from ddpdoctor.logscan import calibration  # noqa: E402
+from ddpdoctor.logscan.calibration import MARGIN, SHOW_FULL, decision, key  # noqa: E402
 from ddpdoctor.logscan.render import LOW  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 
 
-def tally() -> dict[tuple[str, str], list[int]]:
+def rows() -> list[tuple[tuple[str, str, bool], str, float]]:
+    """(key, label class "right"/"unknown"/"other", ceiling) per dev log whose first answer is below LOW, as the
+    ranker gives it before calibration (TALLY emptied while counting)."""
     known = set(catalog.failures())
-    out: dict[tuple[str, str], list[int]] = {}
-    for line in (CORPUS / "manifest.jsonl").read_text().splitlines():
-        if not line.strip():
-            continue
-        rec = json.loads(line)
-        if rec["split"] != "dev":
-            continue
-        diags = explain_stream(io.BytesIO((CORPUS / rec["file"]).read_bytes()), rec["file"]).diagnoses
-        if not diags or diags[0].confidence >= LOW:
-            continue
-        top = diags[0]
-        label = rec["label"]
-        c = out.setdefault((top.failure.id, top.basis), [0, 0, 0])
-        if label == top.failure.id:
-            c[0] += 1
-        elif label == "UNKNOWN" or label not in known:
-            c[1] += 1
-        else:
-            c[2] += 1
+    out = []
+    saved, calibration.TALLY = calibration.TALLY, {}
+    try:
+        for line in (CORPUS / "manifest.jsonl").read_text().splitlines():
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            if rec["split"] != "dev":
+                continue
+            diags = explain_stream(io.BytesIO((CORPUS / rec["file"]).read_bytes()), rec["file"]).diagnoses
+            if not diags or diags[0].confidence >= LOW:
+                continue
+            top, label = diags[0], rec["label"]
+            cls = ("right" if label == top.failure.id else
+                   "unknown" if label == "UNKNOWN" or label not in known else "other")
+            out.append((key(top), cls, top.failure.ceiling))
+    finally:
+        calibration.TALLY = saved
     return out
+
+
+def tally(rs=None, key_of=lambda k: k, skip: int = -1) -> dict:
+    out: dict = {}
+    for i, (k, cls, _) in enumerate(rows() if rs is None else rs):
+        if i == skip:
+            continue
+        c = out.setdefault(key_of(k), [0, 0, 0])
+        c[("right", "unknown", "other").index(cls)] += 1
+    return out
+
+
+def loo(rs) -> None:
+    """Each dev log judged by counts that leave it out: what calibration would do on a log it never counted."""
+    def right(named: bool, cls: str) -> bool:
+        return (named and cls == "right") or (not named and cls == "unknown")
+    base = sum(right(k[2], cls) for k, cls, _ in rs)
+    print(f"{len(rs)} dev logs with a first answer below LOW; right as the ranker gives them: {base}")
+    for name, key_of in (("mode, basis, named", lambda k: k), ("mode, basis", lambda k: k[:2])):
+        n = 0
+        for i, (k, cls, ceiling) in enumerate(rs):
+            c = tally(rs, key_of, skip=i).get(key_of(k), [0, 0, 0])
+            lean = c[0] - c[1]
+            named = k[2]
+            if lean <= -MARGIN and (named or name != "mode, basis, named"):
+                named = False
+            elif lean >= MARGIN and ceiling >= SHOW_FULL and (not named or name != "mode, basis, named"):
+                named = True
+            n += right(named, cls)
+        print(f"  calibrated by ({name}), margin {MARGIN}: {n}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--python", action="store_true", help="print a TALLY literal")
+    ap.add_argument("--python", action="store_true", help="print a TALLY literal (keys seen twice or more)")
+    ap.add_argument("--loo", action="store_true", help="leave-one-out estimate of what calibration gains")
     a = ap.parse_args()
-    t = tally()
+    rs = rows()
+    if a.loo:
+        loo(rs)
+        return 0
+    t = tally(rs)
     if a.python:
-        print("TALLY: dict[tuple[str, str], tuple[int, int, int]] = {")
-        for key in sorted(t):
-            print(f"    {key!r}: {tuple(t[key])!r},")
+        print("TALLY: dict[tuple[str, str, bool], tuple[int, int, int]] = {")
+        for k in sorted(t):
+            if sum(t[k]) >= 2:
+                print(f"    {k!r}: {tuple(t[k])!r},")
         print("}")
         return 0
-    print(f"{'first mode':<34} {'basis':<36} right unknown other  decision (margin {MARGIN})")
-    for key in sorted(t, key=lambda k: (-(t[k][0] + t[k][1] + t[k][2]), k)):
-        r, u, o = t[key]
-        print(f"{key[0]:<34} {key[1]:<36} {r:>5} {u:>7} {o:>5}  {decision(key) or '-'} "
-              f"{'(computed: ' + ('hide' if u - r >= MARGIN else 'show' if r - u >= MARGIN else '-') + ')'}")
+    print(f"{'first mode':<34} {'basis':<36} named right unknown other  fresh decision (margin {MARGIN}), table's")
+    for k in sorted(t, key=lambda k: (-sum(t[k]), k)):
+        r, u, o = t[k]
+        print(f"{k[0]:<34} {k[1]:<36} {'yes' if k[2] else 'no':>5} {r:>5} {u:>7} {o:>5}  "
+              f"{decision(k, {k: t[k]}) or '-':<6} {decision(k) or '-'}")
     return 0
 
 

@@ -111,7 +111,7 @@ def test_an_unhandled_system_error_alone_is_still_named_with_low_confidence():
 @pytest.mark.parametrize("counts, expect", [((1, 3, 0), "hidden"), ((2, 3, 4), "kept"), ((3, 2, 0), "kept")])
 def test_a_first_answer_is_hidden_only_when_the_threads_lean_two_logs_or_more_to_unknown(monkeypatch, counts, expect):
     before = explain(NCCL_ERROR).diagnoses[0].confidence
-    monkeypatch.setattr(calibration, "TALLY", {("NCCL_SYSTEM_ERROR", "NCCL_SYSTEM_ERROR"): counts})
+    monkeypatch.setattr(calibration, "TALLY", {("NCCL_SYSTEM_ERROR", "NCCL_SYSTEM_ERROR", True): counts})
     after = explain(NCCL_ERROR).diagnoses[0].confidence
     assert (after < SHOW_FULL <= before) if expect == "hidden" else after == before
 
@@ -120,7 +120,7 @@ def test_a_first_answer_the_threads_lean_to_is_named_at_the_threshold(monkeypatc
     refused = ["ConnectionRefusedError: [Errno 111] Connection refused"]
     top = explain(refused).diagnoses[0]
     assert (top.failure.id, top.basis) == ("RDZV_ENDPOINT_UNREACHABLE", calibration.RULE) and top.confidence < SHOW_FULL
-    monkeypatch.setattr(calibration, "TALLY", {("RDZV_ENDPOINT_UNREACHABLE", calibration.RULE): (3, 1, 0)})
+    monkeypatch.setattr(calibration, "TALLY", {("RDZV_ENDPOINT_UNREACHABLE", calibration.RULE, False): (3, 1, 0)})
     top = explain(refused).diagnoses[0]
     assert top.confidence == SHOW_FULL and "3 found this cause and 1 found none" in top.notes[-1]
 
@@ -128,9 +128,22 @@ def test_a_first_answer_the_threads_lean_to_is_named_at_the_threshold(monkeypatc
 def test_naming_never_lifts_a_mode_past_its_catalog_ceiling(monkeypatch):
     crash = ["ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local_rank: 0 (pid: 82397) "
              "of binary: /usr/bin/python3"]
-    monkeypatch.setattr(calibration, "TALLY", {("WORKER_NATIVE_CRASH", "TORCHRUN_FAILED_NATIVE_SIGNAL"): (9, 0, 0)})
+    monkeypatch.setattr(calibration, "TALLY", {("WORKER_NATIVE_CRASH", "TORCHRUN_FAILED_NATIVE_SIGNAL", False): (9, 0, 0)})
     top = explain(crash).diagnoses[0]
     assert top.failure.id == "WORKER_NATIVE_CRASH" and top.confidence == top.failure.ceiling < SHOW_FULL
+
+
+def test_a_lean_counts_only_among_answers_the_ranker_named_alike(monkeypatch):
+    # the same line named elsewhere: its counts do not lift a reading the ranker kept unnamed on purpose
+    refused = ["ConnectionRefusedError: [Errno 111] Connection refused"]
+    monkeypatch.setattr(calibration, "TALLY", {("RDZV_ENDPOINT_UNREACHABLE", calibration.RULE, True): (9, 0, 0)})
+    assert explain(refused).diagnoses[0].confidence < SHOW_FULL
+    # nor do a named reading's counts hide one the ranker kept unnamed further
+    crash = ["ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local_rank: 0 (pid: 82397) "
+             "of binary: /usr/bin/python3"]
+    before = explain(crash).diagnoses[0].confidence
+    monkeypatch.setattr(calibration, "TALLY", {("WORKER_NATIVE_CRASH", "TORCHRUN_FAILED_NATIVE_SIGNAL", False): (0, 9, 0)})
+    assert explain(crash).diagnoses[0].confidence == before
 
 
 def test_the_tally_decides_what_the_dev_split_counts_today():
@@ -142,12 +155,5 @@ def test_the_tally_decides_what_the_dev_split_counts_today():
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     fresh = {k: tuple(v) for k, v in tally().items() if sum(v) >= 2}
-
-    def decide(table):
-        old = calibration.TALLY
-        calibration.TALLY = table
-        try:
-            return {k: calibration.decision(k) for k in table if calibration.decision(k)}
-        finally:
-            calibration.TALLY = old
-    assert decide(fresh) == decide(calibration.TALLY)
+    decided = {k: calibration.decision(k, fresh) for k in fresh if calibration.decision(k, fresh)}
+    assert decided == {k: calibration.decision(k) for k in calibration.TALLY if calibration.decision(k)}
