@@ -157,3 +157,53 @@ def test_the_tally_decides_what_the_dev_split_counts_today():
     fresh = {k: tuple(v) for k, v in tally().items() if sum(v) >= 2}
     decided = {k: calibration.decision(k, fresh) for k in fresh if calibration.decision(k, fresh)}
     assert decided == {k: calibration.decision(k) for k in calibration.TALLY if calibration.decision(k)}
+
+
+# Several logs (explain --log a --log b, logscan/joint.py): the log that failed first holds the cause.
+GLOG_WATCHDOG = ("[rank{r}]:[E1112 {t} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+                 "timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+                 "600012 milliseconds before timing out.")
+GLOG_NCCL_ERROR = ("[rank2]:[E1112 {t} ProcessGroupNCCL.cpp:1537] [PG 0 Rank 2] Process group watchdog thread terminated "
+                   "with exception: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL "
+                   "version 2.21.5")
+
+
+def named(source, lines):
+    return explain_stream(io.BytesIO("\n".join(lines).encode()), source)
+
+
+def judge(*exs):
+    from ddpdoctor.logscan import joint
+    return joint.judge(list(exs))
+
+
+def test_of_two_logs_that_disagree_the_one_that_failed_first_by_its_timestamps_holds_the_cause():
+    timeouts = named("node0.log", [GLOG_WATCHDOG.format(r=0, t="23:44:28.613510957")])
+    error = named("node1.log", [GLOG_NCCL_ERROR.format(t="23:34:10.100000000")])
+    j = judge(timeouts, error)
+    assert j.confidence == "medium" and j.failure == "NCCL_SYSTEM_ERROR"
+    assert j.conclusion.startswith("the first failure is in node1.log: NCCL_SYSTEM_ERROR")
+    assert "618.5 s before" in j.conclusion
+
+
+@pytest.mark.parametrize("t_error, first", [("23:44:28.113510957", None), ("23:54:28.613510957", "node0.log")])
+def test_timestamps_under_a_second_apart_decide_nothing_and_a_later_error_is_not_the_cause(t_error, first):
+    j = judge(named("node0.log", [GLOG_WATCHDOG.format(r=0, t="23:44:28.613510957")]),
+              named("node1.log", [GLOG_NCCL_ERROR.format(t=t_error)]))
+    if first is None:
+        assert j.confidence == "unknown" and "which failed first decides" in j.conclusion
+    else:
+        assert j.failure == "NCCL_COLLECTIVE_TIMEOUT" and f"the first failure is in {first}" in j.conclusion
+
+
+def test_timestamps_of_different_formats_are_not_compared():
+    dated = GLOG_NCCL_ERROR.replace("E1112 23:34:10.100000000", "2024-11-12 23:34:10,100")
+    j = judge(named("node0.log", [GLOG_WATCHDOG.format(r=0, t="23:44:28.613510957")]), named("node1.log", [dated]))
+    assert j.confidence == "unknown"
+
+
+def test_one_log_naming_a_consequence_beside_a_silent_log_is_not_every_log_agreeing():
+    j = judge(named("node0.log", [GLOG_WATCHDOG.format(r=0, t="23:44:28.613510957")]),
+              named("node1.log", ["step 100 loss 1.2"]))
+    assert "every log" not in j.conclusion and j.confidence == "unknown" and j.failure == ""
+    assert "its cause may be in the first error of node1.log" in j.conclusion
