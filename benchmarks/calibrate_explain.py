@@ -33,7 +33,7 @@ def rows() -> list[tuple[tuple[str, str, bool], str, float]]:
     ranker gives it before calibration (TALLY emptied while counting)."""
     known = set(catalog.failures())
     out = []
-    saved, calibration.TALLY = calibration.TALLY, {}
+    saved, calibration.TALLY, saved_order, calibration.ORDER = calibration.TALLY, {}, calibration.ORDER, {}
     try:
         for line in (CORPUS / "manifest.jsonl").read_text().splitlines():
             if not line.strip():
@@ -49,7 +49,30 @@ def rows() -> list[tuple[tuple[str, str, bool], str, float]]:
                    "unknown" if label == "UNKNOWN" or label not in known else "other")
             out.append((key(top), cls, top.failure.ceiling))
     finally:
-        calibration.TALLY = saved
+        calibration.TALLY, calibration.ORDER = saved, saved_order
+    return out
+
+
+def order_tally() -> dict[tuple[str, str, str], list[int]]:
+    """(first mode, basis, second mode): [label was the first, label was the second], dev logs whose first answer
+    is below LOW, as the ranker gives them before calibration."""
+    out: dict = {}
+    saved, calibration.TALLY, saved_order, calibration.ORDER = calibration.TALLY, {}, calibration.ORDER, {}
+    try:
+        for line in (CORPUS / "manifest.jsonl").read_text().splitlines():
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            if rec["split"] != "dev":
+                continue
+            diags = explain_stream(io.BytesIO((CORPUS / rec["file"]).read_bytes()), rec["file"]).diagnoses
+            if len(diags) < 2 or diags[0].confidence >= LOW:
+                continue
+            c = out.setdefault((diags[0].failure.id, diags[0].basis, diags[1].failure.id), [0, 0])
+            c[0] += rec["label"] == diags[0].failure.id
+            c[1] += rec["label"] == diags[1].failure.id
+    finally:
+        calibration.TALLY, calibration.ORDER = saved, saved_order
     return out
 
 
@@ -98,6 +121,12 @@ def main() -> int:
         for k in sorted(t):
             if sum(t[k]) >= 2:
                 print(f"    {k!r}: {tuple(t[k])!r},")
+        print("}")
+        o = order_tally()
+        print("ORDER: dict[tuple[str, str, str], tuple[int, int]] = {")
+        for k in sorted(o):
+            if o[k][1]:
+                print(f"    {k!r}: {tuple(o[k])!r},")
         print("}")
         return 0
     print(f"{'first mode':<34} {'basis':<36} named right unknown other  fresh decision (margin {MARGIN}), table's")

@@ -147,17 +147,41 @@ def test_a_lean_counts_only_among_answers_the_ranker_named_alike(monkeypatch):
     assert explain(crash).diagnoses[0].confidence == before
 
 
+NO_ROUTE = ("torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of "
+            "(192.168.121.122, 1040). The client socket has failed to connect to [trainer-1]:1040 (errno: 113 - No "
+            "route to host).")
+NO_ROUTE_KEY = ("FIREWALL_BLOCKS_PORTS", "NO_ROUTE_TO_HOST", "RDZV_ENDPOINT_UNREACHABLE")
+
+
+def test_no_route_to_host_at_the_store_reads_first_as_an_address_nothing_routes_to_then_a_firewall():
+    first, second, *_ = explain([NO_ROUTE]).diagnoses
+    assert (first.failure.id, second.failure.id) == ("RDZV_ENDPOINT_UNREACHABLE", "FIREWALL_BLOCKS_PORTS")
+    assert SHOW_FULL <= first.confidence < LOW and second.confidence < first.confidence
+    as_firewall, as_address = calibration.ORDER[NO_ROUTE_KEY]
+    assert f"{as_address} found this cause and {as_firewall} found FIREWALL_BLOCKS_PORTS" in first.notes[0]
+
+
+@pytest.mark.parametrize("counts, swapped", [((0, 2), True), ((1, 2), False), ((2, 0), False)])
+def test_two_readings_of_one_line_change_places_only_on_a_lean_of_two_logs(monkeypatch, counts, swapped):
+    monkeypatch.setattr(calibration, "ORDER", {NO_ROUTE_KEY: counts})
+    first = explain([NO_ROUTE]).diagnoses[0].failure.id
+    assert first == ("RDZV_ENDPOINT_UNREACHABLE" if swapped else "FIREWALL_BLOCKS_PORTS")
+
+
 def test_the_tally_decides_what_the_dev_split_counts_today():
     # merged rules move which mode comes first on some logs: when a decision the table holds no longer follows from
     # a fresh count (or a fresh count decides a key the table lacks), rerun benchmarks/calibrate_explain.py --python
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        from calibrate_explain import tally
+        from calibrate_explain import order_tally, tally
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     fresh = {k: tuple(v) for k, v in tally().items() if sum(v) >= 2}
     decided = {k: calibration.decision(k, fresh) for k in fresh if calibration.decision(k, fresh)}
     assert decided == {k: calibration.decision(k) for k in calibration.TALLY if calibration.decision(k)}
+    fresh_order = order_tally()
+    assert ({k for k in fresh_order if calibration.swap(k, fresh_order)} ==
+            {k for k in calibration.ORDER if calibration.swap(k)})
 
 
 # Several logs (explain --log a --log b, logscan/joint.py): the log that failed first holds the cause.
