@@ -158,7 +158,7 @@ def test_no_route_to_host_at_the_store_reads_first_as_an_address_nothing_routes_
     assert (first.failure.id, second.failure.id) == ("RDZV_ENDPOINT_UNREACHABLE", "FIREWALL_BLOCKS_PORTS")
     assert SHOW_FULL <= first.confidence < LOW and second.confidence < first.confidence
     as_firewall, as_address = calibration.ORDER[NO_ROUTE_KEY]
-    assert f"{as_address} found this cause and {as_firewall} found FIREWALL_BLOCKS_PORTS" in first.notes[0]
+    assert f"{as_address} found this cause and {as_firewall} found FIREWALL_BLOCKS_PORTS" in first.notes[-1]
 
 
 @pytest.mark.parametrize("counts, swapped", [((0, 2), True), ((1, 2), False), ((2, 0), False)])

@@ -139,8 +139,8 @@ def calibrate(out: list) -> None:
         a.confidence, b.confidence = b.confidence, a.confidence
         a.score, b.score = b.score, a.score
         out[0], out[1] = b, a
-        b.notes.insert(0, f"low confidence, first of two readings of the same line: of the collected threads whose log "
-                          f"read so ({a.basis}), {second} found this cause and {first} found {a.failure.id}")
+        b.notes.append(f"low confidence, first of two readings of the same line: of the collected threads whose log "
+                       f"read so ({a.basis}), {second} found this cause and {first} found {a.failure.id}")
         return   # the counts of the hide/show step are for the other reading first
     top = out[0]
     k = key(top)
