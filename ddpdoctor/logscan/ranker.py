@@ -29,6 +29,7 @@ import re
 from typing import Iterable
 
 from ddpdoctor.catalog.model import CAUSE, CLUE, CONSEQUENCE, FailureMode
+from ddpdoctor.logscan.calibration import LOW, RULE, SHOW_FULL, calibrate
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.native import sigbus_in_nccl
 from ddpdoctor.logscan.evidence import Collector, Evidence
@@ -56,6 +57,7 @@ class Diagnosis:
     consequence_of: str | None = None
     clue_only: bool = False
     score: float = 0.0    # the confidence before the calibration cap: orders diagnoses capped alike
+    basis: str = ""       # the strongest signature behind it ("rule" when only rules): calibration.py's key
 
     @property
     def first_line(self) -> int:
@@ -98,6 +100,59 @@ def _mark_ties(out: list[Diagnosis]) -> None:
             if i == 0:
                 for d in (a, b):
                     d.confidence = min(d.confidence, UNDECIDED_MAX)
+
+
+# torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, WorkNCCL::handleException (v1.10 .. v2.13; handleNCCLGuard in
+# v1.8-1.9): whenever a work item holds an exception -- an NCCL error, a CUDA error, or the watchdog's timeout -- it
+# logs "Some NCCL operations have failed or timed out ..." and then rethrows, so the exception's own text (`what():
+# NCCL error: unhandled system error`, `CUDA error: ...`) follows the line. Alone the line says only "failed or timed
+# out"; beside another failure line and no timeout line it announces that failure, not a timeout.
+_ANNOUNCE = ("NCCL_COLLECTIVE_TIMEOUT", "SOME_NCCL_OPERATIONS_HAVE_FAILED")
+
+
+def _announced_error(col: Collector) -> set:
+    """The handleException hits to leave out: the log shows the error they announce and no timeout line."""
+    announce = {k for k, st in col.sigs.items() if (k[0], st.signature.name) == _ANNOUNCE}
+    if not announce:
+        return set()
+    for (fid, _), st in col.sigs.items():
+        if fid == _ANNOUNCE[0] and st.signature.name != _ANNOUNCE[1] and st.signature.role != CLUE:
+            return set()   # a watchdog timeout line (or another timeout wording): it may well be a timeout
+    other = any(fid != _ANNOUNCE[0] and st.signature.role != CLUE and fid not in _TEARDOWN
+                for (fid, _), st in col.sigs.items())
+    return announce if other else set()
+
+
+# What every failure ends in, whatever failed first: the launcher's report of a worker's exit signal, a dead peer's
+# closed connection. They are never the "other failure" that a handleException line announces.
+_TEARDOWN = frozenset({"WORKER_NATIVE_CRASH", "DEEPSPEED_LAUNCHER_TEARDOWN"})
+
+
+def _first_failure_first(out: list[Diagnosis], own: dict[str, int]) -> None:
+    """A consequence the log does not decide (below render.LOW) stays first only when nothing of its story failed
+    before it. When a mode of the same story (catalog `related` or one category) shows a failure line of its own
+    (a signature's, not a candidate the differential raised) before the consequence's first line, that failure
+    went first: the rank that failed first stops answering and the others' collectives time out after it (torch's
+    watchdog: ProcessGroupNCCL.cpp, the timeout follows a peer's exit), and torchrun then tears the rest down
+    (elastic/agent/server/api.py). It goes first, and the consequence is said to be its consequence."""
+    if len(out) < 2:
+        return
+    top = out[0]
+    if top.failure.kind != CONSEQUENCE or top.confidence >= LOW or top.failure.id not in own:
+        return
+    for i, d in enumerate(out[1:3], 1):
+        line = own.get(d.failure.id)
+        if (line is not None and line < own[top.failure.id] and not d.clue_only and d.confidence >= SHOW_FULL
+                and _related(top.failure, d.failure)):
+            out.pop(0)
+            top.consequence_of = d.failure.id
+            top.confidence *= 0.6   # as a consequence beside a root cause (diagnose), and ranked by it
+            top.score *= 0.6
+            top.notes.insert(0, f"after {d.failure.id}'s first error (line {line}): what a peer's failure leaves "
+                                "the other ranks with")
+            at = next((j for j, x in enumerate(out) if j >= i and x.confidence < top.confidence), len(out))
+            out.insert(at, top)
+            return
 
 
 def _undecided_note(fm: FailureMode) -> str:
@@ -180,7 +235,10 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     evidence: dict[str, list[Evidence]] = {}
     roles: dict[str, set[str]] = {}
     explained, explained_notes = explained_hits(col)
+    explained |= _announced_error(col)
     covered: dict[str, set[int]] = {}
+    own: dict[str, int] = {}      # per mode, its first failure line of its own (a cause/symptom signature)
+    basis: dict[str, str] = {}    # per mode, the strongest signature behind it (calibration.py)
     # Strongest signatures first: a weaker one only adds confidence when it matched a line of its own
     # (two patterns matching the same line are one piece of evidence, not two).
     for (fid, idx), st in sorted(col.sigs.items(), key=lambda kv: -kv[1].signature.weight):
@@ -192,6 +250,10 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
         seen |= lines
         if independent:
             weights.setdefault(fid, []).append(st.signature.weight)
+        if st.signature.role != CLUE:
+            basis.setdefault(fid, st.signature.name)
+            if lines:
+                own[fid] = min(own.get(fid, min(lines)), min(lines))
         roles.setdefault(fid, set()).add(st.signature.role)
         evs = evidence.setdefault(fid, [])
         evs.extend(st.first)
@@ -245,7 +307,8 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
             conf = fm.ceiling
             notes.setdefault(fid, []).append(f"low confidence: this says what happened, not why; what would decide: "
                                              f"{fm.undecided or 'the first error of the rank that failed first'}")
-        out.append(Diagnosis(fm, conf, evs, notes.get(fid, []), clue_only=clue_only, score=conf))
+        out.append(Diagnosis(fm, conf, evs, notes.get(fid, []), clue_only=clue_only, score=conf,
+                             basis=basis.get(fid, RULE)))
     roots = [d for d in out if d.failure.kind != CONSEQUENCE and d.confidence >= 0.5 and not d.clue_only]
     if roots:
         top = max(roots, key=lambda d: (d.confidence, -d.first_line))
@@ -280,7 +343,9 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
                 moved = True
         if not moved:
             break
+    _first_failure_first(out, own)
     _mark_ties(out)
+    calibrate(out)
     return out
 
 

@@ -5,12 +5,14 @@ import socket
 
 from ddpdoctor.catalog.model import CONSEQUENCE
 from ddpdoctor.logscan import Explanation
+# SHOW_FULL: diagnoses at or above it get a full section; LOW: below it a diagnosis is marked "low confidence" and
+# weaker alternatives are shown. Defined beside the calibration that decides against them (the ranker uses them too);
+# re-exported here, where bench_explain and the tests read them.
+from ddpdoctor.logscan.calibration import LOW, SHOW_FULL
 from ddpdoctor.logscan.ranker import Diagnosis
 from ddpdoctor.model import Report
 from ddpdoctor.render.text import fix_lines
 
-SHOW_FULL = 0.35        # diagnoses at or above this confidence get a full section
-LOW = 0.5               # below this a diagnosis is marked "low confidence" and weaker alternatives are shown
 MAX_ALTERNATIVES = 2    # weaker alternatives shown in full under a weak best diagnosis (3 when none is shown in full)
 MAX_SECTIONS = 5
 MAX_EVIDENCE_TEXT = 3   # evidence lines shown per diagnosis in text
