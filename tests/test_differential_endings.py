@@ -83,7 +83,7 @@ def test_exit_code_1_without_the_workers_traceback_lists_the_exceptions_behind_i
     note = by_id(ex, "USER_CODE_EXCEPTION").notes[0]
     assert "exited with code 1" in note and "error_file: <N/A>" in note and "@record" in note
     text = render_text(ex)
-    assert "No line in this log points clearly at a cause" in text and "weaker alternative: USER_CODE_EXCEPTION" in text
+    assert "No line in this log points clearly at a cause" in text and "candidate: USER_CODE_EXCEPTION" in text
 
 
 def test_a_childfailederror_cut_before_its_summary_reads_the_same():

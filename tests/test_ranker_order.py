@@ -98,7 +98,7 @@ def test_an_nccl_internal_error_alone_names_nothing_and_lists_the_candidates():
         ids(ex), key=lambda f: -next(d.confidence for d in ex.diagnoses if d.failure.id == f))
     text = render_text(ex)
     assert "No line in this log points clearly at a cause; possible:" in text
-    assert "weaker alternative: NCCL_SYSTEM_ERROR" in text and "weaker alternative: NCCL_SHM_TOO_SMALL" in text
+    assert "candidate: NCCL_SYSTEM_ERROR" in text and "candidate: NCCL_SHM_TOO_SMALL" in text
     right, unknown, _ = calibration.TALLY[("NCCL_SYSTEM_ERROR", "NCCL_INTERNAL_ERROR", True)]
     assert f"{unknown} found no cause and {right} found this one" in text
 

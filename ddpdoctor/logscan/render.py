@@ -106,8 +106,8 @@ def render_text(ex: Explanation, *, colour: bool = False) -> str:
     # Top-3 honesty: under a weak best diagnosis, the next candidates with why they came up and what decides.
     weak = not full or full[0].confidence < LOW
     alts = rest[:MAX_ALTERNATIVES + (not full)] if weak else []
-    for d in alts:
-        out += [""] + _alternative(d, p)
+    for d in alts:   # with no answer shown in full there is nothing for them to be weaker than: candidates
+        out += [""] + _alternative(d, p, "weaker alternative" if full else "candidate")
     others = [d for d in rest if d not in alts]
     if others:
         out += ["", "also possible: " + ", ".join(
@@ -144,10 +144,10 @@ def _section(ex: Explanation, d: Diagnosis, i: int, numbers: dict, p: _Paint) ->
     return out
 
 
-def _alternative(d: Diagnosis, p: _Paint) -> list[str]:
+def _alternative(d: Diagnosis, p: _Paint, kind: str) -> list[str]:
     """A weaker candidate: one line of title, why it came up (and what would decide), its first evidence."""
     fm = d.failure
-    out = [f"   weaker alternative: {p(fm.id, '1')}  {_pct(d.confidence)}  {fm.title}"]
+    out = [f"   {kind}: {p(fm.id, '1')}  {_pct(d.confidence)}  {fm.title}"]
     for note in d.notes[:2]:
         out.append(f"     {p('why:', '2')} {note}")
     if d.evidence:
