@@ -185,7 +185,7 @@ def real_accuracy(verbose: bool, collected: str | None = None, batch: int | None
             # confidence" by the renderer)
             c["named_wrong"] = c.get("named_wrong", 0) + ((not unknown) and not m[2])
             c["confident_wrong"] += (not unknown) and not m[2] and diags[0].confidence >= LOW
-            if "decisive" in rec and ":" not in key:   # held-out annotation: does the log hold its deciding line
+            if "decisive" in rec and ":" not in key:   # the annotation: does the log hold its deciding line
                 d = c.setdefault("decisive", {}).setdefault(rec["decisive"], {"logs": 0, "top1": 0, "top3": 0})
                 d["logs"] += 1
                 d["top1"] += m[0]
