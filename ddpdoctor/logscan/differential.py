@@ -250,6 +250,17 @@ def _nccl_generic(col: Collector, ctx: Context, add, caps: Caps) -> None:
                          "/dev/shm unless started with --shm-size / --ipc=host" if containers else ""))
             cands.append(("NCCL_SHM_TOO_SMALL", 0.25 if containers else 0.21, shm_note + f"{where}; decide with: "
                           "`df -h /dev/shm` (64M in containers: --shm-size / --ipc=host) or NCCL_SHM_DISABLE=1 <rerun>"))
+            # the other /dev/shm failure of §3's list (failure-catalog.md): a segment NCCL may not create at all; far
+            # rarer than a full one (no dev log carries it), so below it: named in the note, listed only with more
+            cands.append(("DEV_SHM_PERMISSION_DENIED", 0.15, f"/dev/shm may not be writable for the job's user{where}; "
+                          "decide with: `stat -c '%a' /dev/shm` (1777 expected)"))
+        if multi and containers:
+            # hosts named like Docker container ids on several nodes: containers on the default bridge network
+            # advertise their private 172.17/16 address, which the other host cannot reach (failure-catalog.md §3)
+            cands.append(("CONTAINER_BRIDGE_NETWORK", 0.21, f"hosts {', '.join(containers[:2])} are named like Docker "
+                          f"container ids{where}: on the default bridge network each advertises an address the other "
+                          "host cannot reach; decide with: the `Bootstrap : Using` line of each node (172.17.x.x), "
+                          "`docker run --network=host`"))
         if multi:
             cands.append(("FIREWALL_BLOCKS_PORTS", 0.21, f"{facts}{where}: a connection between nodes failed; decide "
                           f"with: {NCCL_DEBUG}, `ddpdoctor network` on each node"))

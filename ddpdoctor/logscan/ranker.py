@@ -30,6 +30,7 @@ from typing import Iterable
 
 from ddpdoctor.catalog.model import CAUSE, CLUE, CONSEQUENCE, FailureMode
 from ddpdoctor.logscan.calibration import LOW, RULE, SHOW_FULL, calibrate
+from ddpdoctor.logscan.clues import clue_candidates
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.native import sigbus_in_nccl
 from ddpdoctor.logscan.evidence import Collector, Evidence
@@ -291,6 +292,8 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     lookup_warning_only(col, caps)
     gid_kind_fits(col, caps)
     port_after_rendezvous(col, caps)
+    clue_candidates(col, catalog, set(decisive), explained,
+                    lambda: {f: (_combine(ws), "rule" in roles.get(f, ())) for f, ws in weights.items()}, add, caps)
 
     out: list[Diagnosis] = []
     for fid, ws in weights.items():
