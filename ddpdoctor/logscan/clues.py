@@ -162,10 +162,11 @@ def clue_candidates(col: Collector, catalog: dict[str, FailureMode], decisive: s
                 caps.cap[c.failure] = min(MIN_CONFIDENCE, caps.cap.get(c.failure, 1.0))
             continue
         conf = max(top - STEP * (i + 1), MIN_CONFIDENCE + 0.001 * (MAX_CANDIDATES - i))
-        also = f" (a line {', '.join(c.shared_with[:3])} print as well)" if c.shared_with else ""
-        add(c.failure, conf, f"low confidence: a possible cause, not a decided one: line {c.line.line} "
-            f"({c.signature}){also} points at it and nothing in the log names a cause; what would decide: "
-            f"{_decide(fm)}", [c.line])
+        sig = next((s for s in fm.signatures if s.name == c.signature), None)
+        what = c.line.note or (sig.note if sig is not None and sig.note and "{" not in sig.note else c.signature)
+        also = f", a line {', '.join(c.shared_with[:3])} print as well" if c.shared_with else ""
+        add(c.failure, conf, f"low confidence: a possible cause, not a decided one: line {c.line.line} ({what}{also}) "
+            f"points at it, and nothing in the log names a cause; decide with: {_decide(fm)}", [c.line])
         caps.cap[c.failure] = min(conf, caps.cap.get(c.failure, 1.0))
 
 
