@@ -3,18 +3,21 @@
 Many logs users post hold a failure but not its cause: the best line is one several modes print (a store connect
 timeout, a name lookup error, a rendezvous timeout), or the only line of the cause is a clue that is not an error by
 itself (a GeForce card in nccl-tests' device list, WSL's kernel string, a Windows path, `Bootstrap : Using docker0`,
-torch.distributed.launch's `--local-rank` warning). The ranker gives a clue-only mode at most CLUE_MAX and drops
+the frames of torch.distributed.launch, which passes `--local-rank`). The ranker gives a clue-only mode at most CLUE_MAX and drops
 every mode at or below MIN_CONFIDENCE (a shared line of weight 0.2 alone names nothing), so such logs got no answer
 or the generic symptom alone. A person reading them lists the possible causes, the likeliest first, each with the
 line that raised it and what would decide. This module does that from catalog data only (no per-log code):
 
 * when: the log shows a failure (Collector.failed: a cause/symptom line, an exception, torchrun's failure), and no
-  mode is decided (the ranker's `decisive` set is empty: no cause line of weight >= 0.5 of its own, no rule that
-  strong). A clean log with a GeForce line stays clean; a log that names its cause keeps it alone at the top.
+  mode is decided (none of the ranker's `decisive` modes, a cause line of weight >= 0.5 of its own or a rule that
+  strong, keeps DECIDED after the rules' caps: c10d's lookup warnings alone are capped, lookup_warning_only). A clean
+  log with a GeForce line stays clean; a log that names its cause keeps it alone at the top.
 * who: every root-cause mode with a matched CLUE-role signature of weight >= MIN_CLUE, or a symptom line it shares
-  with other modes (a pattern of catalog/shared.toml, or a line other modes' signatures match as well), whose
-  confidence so far is at most CLUE_MAX and that no rule or differential (differential.py, symptoms.py) already
-  judged (those keep their own weights and notes: this extends them, it does not redo them).
+  with other modes (a pattern of catalog/shared.toml, or a line other modes' signatures match as well), that is not
+  listed yet on lines of its own and that no rule or differential (differential.py, symptoms.py) already judged
+  (those keep their own weights and notes: this extends them, it does not redo them). The lines of the generic
+  symptoms differential.py owns (NCCL system error, OOM, invalid ordinal) are its own: their candidates come from
+  the log's context there, not from a base rate here.
 * order: by how specific the line is for the mode, its signature's weight divided by the number of modes whose
   signatures match that line (the catalog's `weight` is the author's measure of specificity; a line three modes
   print says a third as much about each), in tiers of 0.1 (catalog weights are set by hand in steps of 0.05-0.1, a
@@ -34,6 +37,7 @@ manifest's dev records, so the table cannot drift from the corpus it cites).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -49,29 +53,31 @@ MAX_CANDIDATES = 3
 STEP = 0.02
 TIER = 0.1
 
-# Dev-split labels of tests/corpus/manifest.jsonl, batches 1-11 (python -m ddpdoctor.logscan.clues recounts;
+# Dev-split labels of tests/corpus/manifest.jsonl, batches 1-12 (python -m ddpdoctor.logscan.clues recounts;
 # tests/test_differential_clues.py checks the table against the manifest). Modes absent here count 0.
-DEV_LABELS_BATCHES = 11
+DEV_LABELS_BATCHES = 12
 DEV_LABELS = {
-    "NCCL_COLLECTIVE_TIMEOUT": 30, "HOST_OOM_SIGKILL": 23, "MASTER_PORT_IN_USE": 23, "DATALOADER_SHM_BUS_ERROR": 17,
-    "DDP_UNUSED_PARAMETERS": 16, "CUDA_DRIVER_TOO_OLD": 15, "SCRIPT_WITHOUT_LAUNCHER": 15,
-    "CUDA_REINIT_IN_FORKED_SUBPROCESS": 15, "DUPLICATE_GPU_PER_RANK": 13, "NPROC_EXCEEDS_GPUS": 12,
-    "DEFAULT_PG_NOT_INITIALIZED": 12, "GPU_OUT_OF_MEMORY": 12, "FABRIC_MANAGER_NOT_RUNNING": 12,
-    "RDZV_ENDPOINT_UNREACHABLE": 11, "NCCL_SHM_TOO_SMALL": 11, "WINDOWS_NO_NCCL_BACKEND": 11,
-    "LAUNCHER_HANGUP_SIGHUP": 11, "LOCAL_RANK_ARG_MISMATCH": 10, "HOSTNAME_UNRESOLVABLE": 10, "USER_CODE_EXCEPTION": 10,
-    "COLLECTIVE_MISMATCH_ACROSS_RANKS": 9, "LAUNCHER_SSH_UNREACHABLE": 9, "NCCL_RELEASE_BUG": 9,
-    "CUDA_VISIBLE_DEVICES_HIDES_GPUS": 8, "STORE_BARRIER_WORKER_COUNT_MISMATCH": 8, "CONSUMER_GPU_P2P_BROKEN": 8,
-    "NCCL_LIBRARY_CONFLICT": 8, "IB_FABRIC_FAULT": 7, "TRAINING_SCRIPT_NOT_FOUND": 7, "GPU_HARDWARE_FAULT": 7,
-    "GLOO_COLLECTIVE_TIMEOUT": 6, "NCCL_SYSTEM_ERROR": 5, "GLOO_PEER_EXITED": 5, "TORCH_SEES_NO_GPU": 5,
-    "RDZV_STORE_HOST_EXITED": 4, "NCCL_SOCKET_IFNAME_NOT_FOUND": 4, "WSL_NCCL_UNSUPPORTED": 4,
-    "IB_ROCE_GID_MISMATCH": 4, "TORCH_BUILD_LACKS_GPU_ARCH": 4, "DDP_MODEL_MISMATCH_ACROSS_RANKS": 4,
-    "WORKER_NATIVE_CRASH": 4, "MASTER_ADDR_MALFORMED": 3, "WINDOWS_LIBUV_UNSUPPORTED": 3, "GPU0_EXTRA_MEMORY": 3,
-    "K8S_DNS_NOT_READY": 3, "NCCL_WRONG_INTERFACE_AUTOSELECTED": 3, "IB_DEVICE_NOT_VISIBLE": 3,
-    "SLURM_NTASKS_MISMATCH": 3, "NCCL_WATCHDOG_HUNG": 3, "DATALOADER_OPEN_FILES_LIMIT": 3, "IB_MEMLOCK_LIMIT": 2,
-    "LAUNCHER_NOT_ON_PATH": 2, "NCCL_ENV_MISMATCH_ACROSS_NODES": 2, "IPV6_ADDRESS_FAMILY": 2,
-    "TRAINING_FRAMEWORK_EXCEPTION": 2, "WINDOWS_HOSTS_FILE_REVERSE_NAME": 1, "FIREWALL_BLOCKS_PORTS": 1,
-    "IB_CROSS_RAIL_UNREACHABLE": 1, "RDZV_NODES_MISSING": 1, "NCCL_P2P_ACS_IOMMU_HANG": 1, "ZMQ_PORT_COLLISION": 1,
-    "GLOO_ADDRESS_UNREACHABLE": 1, "CUDA_KERNEL_ERROR": 1, "RDZV_ID_MISMATCH": 1, "GLOO_SOCKET_IFNAME_INVALID": 1,
+    "NCCL_COLLECTIVE_TIMEOUT": 33, "HOST_OOM_SIGKILL": 25, "MASTER_PORT_IN_USE": 25,
+    "CUDA_REINIT_IN_FORKED_SUBPROCESS": 17, "DATALOADER_SHM_BUS_ERROR": 17, "DDP_UNUSED_PARAMETERS": 16,
+    "SCRIPT_WITHOUT_LAUNCHER": 16, "CUDA_DRIVER_TOO_OLD": 15, "DUPLICATE_GPU_PER_RANK": 14, "GPU_OUT_OF_MEMORY": 14,
+    "FABRIC_MANAGER_NOT_RUNNING": 13, "DEFAULT_PG_NOT_INITIALIZED": 12, "NPROC_EXCEEDS_GPUS": 12,
+    "RDZV_ENDPOINT_UNREACHABLE": 12, "LAUNCHER_HANGUP_SIGHUP": 11, "LOCAL_RANK_ARG_MISMATCH": 11,
+    "NCCL_RELEASE_BUG": 11, "NCCL_SHM_TOO_SMALL": 11, "WINDOWS_NO_NCCL_BACKEND": 11, "HOSTNAME_UNRESOLVABLE": 10,
+    "USER_CODE_EXCEPTION": 10, "COLLECTIVE_MISMATCH_ACROSS_RANKS": 9, "LAUNCHER_SSH_UNREACHABLE": 9,
+    "CONSUMER_GPU_P2P_BROKEN": 8, "CUDA_VISIBLE_DEVICES_HIDES_GPUS": 8, "GLOO_COLLECTIVE_TIMEOUT": 8,
+    "IB_FABRIC_FAULT": 8, "NCCL_LIBRARY_CONFLICT": 8, "STORE_BARRIER_WORKER_COUNT_MISMATCH": 8,
+    "GPU_HARDWARE_FAULT": 7, "TRAINING_SCRIPT_NOT_FOUND": 7, "WSL_NCCL_UNSUPPORTED": 7,
+    "DATALOADER_OPEN_FILES_LIMIT": 5, "GLOO_PEER_EXITED": 5, "NCCL_SYSTEM_ERROR": 5,
+    "NCCL_WRONG_INTERFACE_AUTOSELECTED": 5, "RDZV_STORE_HOST_EXITED": 5, "TORCH_BUILD_LACKS_GPU_ARCH": 5,
+    "TORCH_SEES_NO_GPU": 5, "DDP_MODEL_MISMATCH_ACROSS_RANKS": 4, "IB_ROCE_GID_MISMATCH": 4,
+    "NCCL_SOCKET_IFNAME_NOT_FOUND": 4, "WORKER_NATIVE_CRASH": 4, "CUDA_KERNEL_ERROR": 3, "GPU0_EXTRA_MEMORY": 3,
+    "IB_DEVICE_NOT_VISIBLE": 3, "IPV6_ADDRESS_FAMILY": 3, "K8S_DNS_NOT_READY": 3, "MASTER_ADDR_MALFORMED": 3,
+    "NCCL_WATCHDOG_HUNG": 3, "SLURM_NTASKS_MISMATCH": 3, "WINDOWS_LIBUV_UNSUPPORTED": 3, "IB_MEMLOCK_LIMIT": 2,
+    "LAUNCHER_NOT_ON_PATH": 2, "NCCL_ENV_MISMATCH_ACROSS_NODES": 2, "TRAINING_FRAMEWORK_EXCEPTION": 2,
+    "FIREWALL_BLOCKS_PORTS": 1, "GLOO_ADDRESS_UNREACHABLE": 1, "GLOO_SOCKET_IFNAME_INVALID": 1,
+    "IB_CROSS_RAIL_UNREACHABLE": 1, "MPI_NOT_ENOUGH_SLOTS": 1, "MTU_MISMATCH": 1, "NCCL_P2P_ACS_IOMMU_HANG": 1,
+    "NCCL_VERSION_MISMATCH_ACROSS_NODES": 1, "RDZV_ID_MISMATCH": 1, "RDZV_NODES_MISSING": 1,
+    "WINDOWS_HOSTS_FILE_REVERSE_NAME": 1, "ZMQ_PORT_COLLISION": 1,
 }
 
 
@@ -164,7 +170,7 @@ def clue_candidates(col: Collector, catalog: dict[str, FailureMode], decisive: s
         conf = max(top - STEP * (i + 1), MIN_CONFIDENCE + 0.001 * (MAX_CANDIDATES - i))
         sig = next((s for s in fm.signatures if s.name == c.signature), None)
         what = c.line.note or (sig.note if sig is not None and sig.note and "{" not in sig.note else c.signature)
-        also = f", a line {', '.join(c.shared_with[:3])} print as well" if c.shared_with else ""
+        also = f"; {' and '.join(c.shared_with[:3])} match that line too" if c.shared_with else ""
         add(c.failure, conf, f"low confidence: a possible cause, not a decided one: line {c.line.line} ({what}{also}) "
             f"points at it, and nothing in the log names a cause; decide with: {_decide(fm)}", [c.line])
         caps.cap[c.failure] = min(conf, caps.cap.get(c.failure, 1.0))
@@ -173,7 +179,6 @@ def clue_candidates(col: Collector, catalog: dict[str, FailureMode], decisive: s
 def dev_label_counts(manifest_lines, batches: int = DEV_LABELS_BATCHES) -> dict[str, int]:
     """DEV_LABELS recounted from manifest.jsonl's lines: dev records of batches 1..`batches` (a batch added later
     changes the table only when this module's DEV_LABELS_BATCHES moves with it)."""
-    import json
     out: dict[str, int] = {}
     for line in manifest_lines:
         if not line.strip():
