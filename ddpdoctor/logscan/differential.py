@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ddpdoctor.catalog.model import CAUSE
+from ddpdoctor.catalog.model import CAUSE, CLUE
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
 DECIDED = 0.5      # a cause signature at least this strong decides the log: no differential
@@ -168,7 +168,9 @@ def differential(col: Collector, add, caps: Caps) -> None:
         _oom(col, ctx or context(col), add, caps)
     if _hits(col, ORDINAL) and not _strong_cause(col, {"NPROC_EXCEEDS_GPUS", "GLOBAL_RANK_USED_AS_DEVICE"}):
         _ordinal(col, ctx or context(col), add, caps)
-    if col.facts.get("conn_error") and not any(st.signature.weight >= DECIDED for st in col.sigs.values()):
+    # an INFO clue (NCCL's `Using lo` line, weight 0.5) decides nothing: the refused connect still has its readings
+    if col.facts.get("conn_error") and not any(st.signature.weight >= DECIDED and st.signature.role != CLUE
+                                               for st in col.sigs.values()):
         _connect(col, ctx or context(col), add)
 
 
