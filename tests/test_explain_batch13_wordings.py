@@ -5,6 +5,10 @@ read by its number (CPython's OSError_str, strerror in the user's locale), the r
 orted (bash's "command not found" for plm_rsh's remote command), Open MPI's OOB TCP connect failure
 (oob_tcp_connection.c), NCCL 2.3's "NET : Using interface" line (src/include/socket.h). Lines are the templates as
 those releases fill them; each test also pins what the line must not be taken for."""
+import subprocess
+
+import pytest
+
 from ddpdoctor.logscan.render import LOW, SHOW_FULL
 from test_explain_calibration import explain, top
 
@@ -74,6 +78,17 @@ def test_orted_not_found_on_the_remote_node_is_the_launcher_path_not_ssh():
     assert top(explain(ORTE))[0] == "LAUNCHER_SSH_UNREACHABLE"
     # a daemon that merely mentions orted in another error is not its PATH
     assert "LAUNCHER_NOT_ON_PATH" not in ids(explain(["orted_main: error: orted_setup not found in table"]))
+
+
+@pytest.mark.torchjob   # runs the real shells
+def test_the_installed_shells_own_words_for_a_missing_orted_are_read():
+    # what ssh's remote shell prints, from the real shells: bash (5.1+ adds "line 1:" under -c) and dash
+    for shell in ("/bin/bash", "/bin/sh"):
+        err = subprocess.run([shell, "-c", "orted --daemonize"], env={"PATH": "/nonexistent"}, capture_output=True,
+                             text=True, timeout=10).stderr.strip()
+        assert "orted" in err and "not found" in err, err
+        fid, c = top(explain([err] + ORTE))
+        assert fid == "LAUNCHER_NOT_ON_PATH" and c >= LOW, err
 
 
 def test_open_mpi_s_oob_tcp_failure_reads_as_a_firewall_below_low_confidence():
