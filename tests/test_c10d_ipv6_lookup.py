@@ -54,9 +54,9 @@ def test_an_ipv4_only_name_logs_no_ipv6_lookup_warning_but_a_missing_name_repeat
 
 def test_a_glibc_ipv6_lookup_warning_alone_is_a_weak_pointer_that_says_what_decides():
     # releases that asked with AI_ADDRCONFIG logged it on any host without IPv6 (glibc: EAI_NONAME): the log alone
-    # does not say which release, so it stays below a full section
+    # does not say which release, so it stays low confidence (shown: dev counts in rules.lookup_warning_only)
     warn = ("[W1008 23:40:22.781961348 socket.cpp:767] [c10d] The IPv6 network addresses of (job-7.internal, 50745) "
             "cannot be retrieved (gai error: -2 - Name or service not known).\n")
     top = explain_stream(io.BytesIO(warn.encode())).diagnoses[0]
-    assert top.failure.id == "HOSTNAME_UNRESOLVABLE" and top.confidence < 0.35
+    assert top.failure.id == "HOSTNAME_UNRESOLVABLE" and 0.35 <= top.confidence < 0.4
     assert any("AI_V4MAPPED" in n and "getent ahosts" in n for n in top.notes)

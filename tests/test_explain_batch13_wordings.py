@@ -113,3 +113,15 @@ def test_nccl_2_3_s_using_interface_lo_line_is_a_clue_and_does_not_hide_a_refuse
     # an interface that is neither loopback nor virtual is no clue
     assert "NCCL_WRONG_INTERFACE_AUTOSELECTED" not in ids(explain([
         "node2:4152:4206 [0] NCCL INFO NET : Using interface eth0:10.151.40.240<0>", "RuntimeError: NCCL error"]))
+
+
+GAI = "[W socket.cpp:601] [c10d] The IPv6 network addresses of ({}, 37340) cannot be retrieved (gai error: {})."
+
+
+def test_the_ipv6_lookup_warning_alone_is_shown_as_a_low_confidence_unresolvable_name_on_linux_only():
+    # glibc's EAI_NONAME: shown, low confidence (dev counts in rules.lookup_warning_only)
+    fid, c = top(explain([GAI.format("i-7840df31", "-2 - Name or service not known")]))
+    assert fid == "HOSTNAME_UNRESOLVABLE" and SHOW_FULL <= c < LOW
+    # macOS's positive EAI_NONAME (8): its IPv6 warning on any IPv4-only name stays hidden
+    mac = explain([GAI.format("mbp.local", "8 - nodename nor servname provided, or not known")])
+    assert all(d.confidence < SHOW_FULL for d in mac.diagnoses)
