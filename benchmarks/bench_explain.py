@@ -6,6 +6,7 @@
     python benchmarks/bench_explain.py --no-throughput --collected 2026-11-26   # also one collection alone
     python benchmarks/bench_explain.py --no-throughput --batch 6   # only the real-corpus logs of batch 6
     python benchmarks/bench_explain.py --hostile      # hostile lines and an every-line-matches log (issue 21)
+    python benchmarks/bench_explain.py --traceback --size-mb 50   # throughput only: ordinary and traceback-dense logs
 
 Accuracy: every log under tests/logs/<FAILURE_ID>/ should have that id as its top diagnosis
 (top-1) or among the first three (top-3); logs under tests/logs/none/ should get no diagnosis.
@@ -287,6 +288,101 @@ def make_log(path: str, size_mb: float, seed: int = 7) -> int:
     return written
 
 
+# Logs dense in tracebacks (issue 23's speed goal holds for them too): what real failed jobs print when every rank
+# raises, a C++ error unwinds on every rank, or each step warns with a stack. Shapes (traceback_line's `shape`):
+#   py       Python tracebacks, torchrun's `[rankN]:` prefix on each line, a `ValueError` last line
+#   bare     the same without prefixes (mp.spawn, a single-node script)
+#   cpp      c10's `frame #N:` stacks under the NCCL watchdog's `terminate called ... c10::DistBackendError`
+#   mix      ordinary lines (make_log's noise) with DataLoader worker tracebacks and stack-printing warnings
+TRACEBACK_SHAPES = ("py", "bare", "cpp", "mix")
+
+
+def _py_traceback(i: int, prefix: bool) -> list[str]:
+    p = f"[rank{i % 8}]: " if prefix else ""
+    return [f"{p}Traceback (most recent call last):",
+            f'{p}  File "/home/user/train.py", line {100 + i % 50}, in <module>', f"{p}    main()",
+            f'{p}  File "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl',
+            f"{p}    return forward_call(*args, **kwargs)",
+            f'{p}  File "/home/user/model.py", line {20 + i % 30}, in forward', f"{p}    x = self.layer(x)",
+            f"{p}ValueError: bad value {i}"]
+
+
+def _cpp_stack(i: int) -> list[str]:
+    r = i % 8
+    lib = "/opt/conda/lib/python3.10/site-packages/torch/lib"
+    return [f"[rank{r}]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank {r}] Process group watchdog thread terminated with "
+            f"exception: [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={i}, OpType=ALLREDUCE, "
+            f"NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600023 milliseconds before timing out.",
+            "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:565 (most recent "
+            "call first):",
+            f"frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f{i % 97:02x}5e87d617 in {lib}/libc10.so)",
+            f"frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, "
+            f"std::ratio<1l, 1000l> > >) + 0x1d2 (0x7f5e88e5c1e2 in {lib}/libtorch_cuda.so)",
+            f"frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x7f5e88e63c33 in {lib}/libtorch_cuda.so)",
+            f"frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x14d (0x7f5e88e6583d in {lib}/libtorch_cuda.so)",
+            "frame #4: <unknown function> + 0xdbbf4 (0x7f5ed28f3bf4 in /lib/x86_64-linux-gnu/libstdc++.so.6)",
+            "frame #5: <unknown function> + 0x94ac3 (0x7f5ed6ab8ac3 in /lib/x86_64-linux-gnu/libc.so.6)",
+            "frame #6: <unknown function> + 0x126850 (0x7f5ed6b4a850 in /lib/x86_64-linux-gnu/libc.so.6)",
+            "",
+            "terminate called after throwing an instance of 'c10::DistBackendError'",
+            f"  what():  [PG 0 Rank {r}] Process group watchdog thread terminated with exception: CUDA error: an illegal "
+            f"memory access was encountered",
+            "frame #0: c10::detail::torchCheckFail(char const*, char const*, unsigned int, std::string const&) + 0x64 "
+            f"(0x7f5e8783898d in {lib}/libc10.so)",
+            "frame #1: c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool) + 0x118 "
+            f"(0x7f5e87999128 in {lib}/libc10_cuda.so)"]
+
+
+def _dataloader_traceback(i: int) -> list[str]:
+    p = f"[rank{i % 8}]: "
+    return [f"{p}RuntimeError: Caught KeyError in DataLoader worker process {i % 4}.",
+            f"{p}Original Traceback (most recent call last):",
+            f'{p}  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/_utils/worker.py", line 308, in '
+            f"_worker_loop", f"{p}    data = fetcher.fetch(index)",
+            f'{p}  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/_utils/fetch.py", line 51, in fetch',
+            f"{p}    data = [self.dataset[idx] for idx in possibly_batched_index]",
+            f'{p}  File "/home/user/data.py", line {40 + i % 9}, in __getitem__', f"{p}    return self.items[idx]",
+            f"{p}KeyError: {i}"]
+
+
+def _warning(i: int) -> list[str]:
+    return [f"/opt/conda/lib/python3.10/site-packages/torch/autograd/graph.py:744: UserWarning: Grad strides do not "
+            f"match bucket view strides. grad.sizes() = [{i % 512}, 1], strides() = [1, 1]",
+            "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass"]
+
+
+def traceback_lines(shape: str, i: int, rnd: random.Random) -> list[str]:
+    """One unit of a traceback-dense log of `shape` (TRACEBACK_SHAPES); `i` varies line numbers, ranks, values."""
+    if shape in ("py", "bare"):
+        return _py_traceback(i, shape == "py")
+    if shape == "cpp":
+        return _cpp_stack(i)
+    unit = _warning(i) if i % 3 else _dataloader_traceback(i)
+    return unit + [rnd.choice(_NOISE).format(loss=rnd.random() * 3, lr=rnd.random() * 1e-4, ep=rnd.random() * 3,
+                                             e=rnd.randrange(10), p=rnd.randrange(100), i=rnd.randrange(5000),
+                                             s=rnd.randrange(60), r=i % 8, r2=(i + 1) % 8, n=rnd.randrange(1, 5),
+                                             pid=rnd.randrange(1000, 99999), c=rnd.randrange(32),
+                                             ts="2024-05-01 10:00:00", tok=rnd.randrange(10**5, 10**6),
+                                             g=rnd.random(), m=rnd.randrange(10000, 80000)) for _ in range(12)]
+
+
+def make_traceback_log(path: str, size_mb: float, shape: str, seed: int = 7) -> int:
+    """A log of `size_mb` MB made of `shape`'s units (TRACEBACK_SHAPES) one after another."""
+    rnd = random.Random(seed)
+    target = int(size_mb * 1e6)
+    written = i = 0
+    with open(path, "w") as f:
+        while written < target:
+            lines = []
+            for _ in range(200):
+                lines += traceback_lines(shape, i, rnd)
+                i += 1
+            chunk = "\n".join(lines) + "\n"
+            f.write(chunk)
+            written += len(chunk)
+    return written
+
+
 def throughput(size_mb: float) -> dict:
     fd, path = tempfile.mkstemp(prefix="ddpdoctor-bench-", suffix=".log")
     os.close(fd)
@@ -315,6 +411,27 @@ def throughput(size_mb: float) -> dict:
                 "peak_rss_growth_mb": max(0, rss1 - rss0) / 1024}
     finally:
         os.unlink(path)
+
+
+def traceback_throughput(size_mb: float) -> list[dict]:
+    """CPU MB/s of explain_stream in-process on a log of each TRACEBACK_SHAPES shape (best of 2), and what it found."""
+    out = []
+    for shape in TRACEBACK_SHAPES:
+        fd, path = tempfile.mkstemp(prefix=f"ddpdoctor-bench-{shape}-", suffix=".log")
+        os.close(fd)
+        try:
+            size = make_traceback_log(path, size_mb, shape)
+            found: list = []
+
+            def run() -> None:
+                with open(path, "rb") as f:
+                    found[:] = [d.failure.id for d in explain_stream(f, path).diagnoses[:1]]
+            cpu = _cpu(run, 2)
+            out.append({"shape": shape, "mb": size / 1e6, "cpu_s": cpu, "mb_per_s": size / 1e6 / cpu,
+                        "top": found[0] if found else None})
+        finally:
+            os.unlink(path)
+    return out
 
 
 def _cpu(fn, repeat: int = 3) -> float:
@@ -397,9 +514,20 @@ def main() -> int:
                     help="score the dev split alone: iterate on rules with this, and read the held-out score once, "
                          "at the end (hill-climbing on held-out totals is tuning on held-out)")
     ap.add_argument("--hostile", action="store_true", help="only the hostile-input timings (issue 21)")
+    ap.add_argument("--traceback", action="store_true",
+                    help="only the throughput: the ordinary log (--size-mb) and logs dense in tracebacks of each shape")
+    ap.add_argument("--traceback-mb", type=float, default=5, help="size of each traceback-dense log (default 5 MB)")
     a = ap.parse_args()
     if a.hostile:
         hostile()
+        return 0
+    if a.traceback:
+        t = throughput(a.size_mb)
+        print(f"throughput, ordinary log: {t['mb']:.0f} MB in {t['seconds']:.2f} s = {t['mb_per_s']:.0f} MB/s (wall, "
+              f"in-process; found {t['top']})")
+        for r in traceback_throughput(a.traceback_mb):
+            print(f"throughput, tracebacks ({r['shape']:<4}): {r['mb']:.1f} MB in {r['cpu_s']:.2f} s of CPU = "
+                  f"{r['mb_per_s']:.1f} MB/s (in-process; found {r['top']})")
         return 0
     if a.batch is not None:
         print(f"real corpus restricted to collection batch {a.batch}")

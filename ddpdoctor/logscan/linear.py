@@ -234,3 +234,91 @@ class LinePattern:
             first = self._lead.search(text)
             return None if first is None else self.py.match(text, first.start())
         return self.py.search(text)
+
+
+# What a line must hold for a pattern to match in it, checked with `bytes in` before the pattern runs (matcher.py):
+# a catalog trigger is often a bare gate word (`error`, `fail`, `.py", line `) that 40 patterns share, so every
+# exception line and traceback frame ran them all (issue 23: 1.4 MB/s on a log of tracebacks). `needs(pattern)` is a
+# condition in disjunctive form: a tuple of terms, each a tuple of lowercase ASCII literals; a line the pattern
+# matches in holds, lowercased, every literal of at least one term. Derived from the parsed pattern: a run of
+# literal characters is needed where it stands at the top of a sequence, in a group, or in a repeat of at least one;
+# an alternation needs one of its branches' terms. Case: a literal in a case-sensitive part is in the line as is, so
+# in its ASCII lowercasing; under IGNORECASE Python's `re` also matches U+0130/U+0131 for i, U+212A for k and U+017F
+# for s (its case folding, `re._casefix`): those letters end a run there (tests/test_linear_engine.py re-derives the
+# set from every code point). Anything else ends a run; dropping a piece only weakens the condition, never wrongly.
+MAX_TERMS = 16
+_FOLDS_OUTSIDE_ASCII = frozenset("iks")
+TRUE: tuple = ((),)   # no condition
+_DNF: dict = {}       # (pattern, flags) -> its terms before `implied` (a pattern is shared by several modes)
+_I = int(re.IGNORECASE)
+
+
+def _product(a: list, b: list) -> list:
+    if len(a) * len(b) > MAX_TERMS:
+        return a   # too many terms: keep the condition so far (weaker, still necessary)
+    return [x | y for x in a for y in b]
+
+
+def _needs_seq(items, flags: int) -> list:
+    out = [frozenset()]
+    run: list[str] = []
+
+    def flush():
+        nonlocal out
+        if run:
+            out = _product(out, [frozenset(["".join(run)])])
+            run.clear()
+    for op, arg in items:
+        if op == _sre.LITERAL:
+            c = chr(arg)
+            if c.isascii() and not (flags & _I and c.lower() in _FOLDS_OUTSIDE_ASCII):
+                run.append(c.lower())
+                continue
+            flush()
+            continue
+        flush()
+        sub = None
+        if op == _sre.SUBPATTERN:
+            _, add, drop, p = arg
+            sub = _needs_seq(p, (flags | int(add)) & ~int(drop))
+        elif op == getattr(_sre, "ATOMIC_GROUP", None):
+            sub = _needs_seq(arg, flags)
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)) and arg[0] >= 1:
+            sub = _needs_seq(arg[2], flags)
+        elif op == _sre.BRANCH:
+            branches = [_needs_seq(b, flags) for b in arg[1]]
+            if not any(frozenset() in b for b in branches):   # every branch needs something
+                sub = [t for b in branches for t in b]
+                if len(sub) > MAX_TERMS:
+                    sub = None
+        if sub is not None and frozenset() not in sub:
+            out = _product(out, sub)
+    flush()
+    return out
+
+
+# characters common in log lines: a term's literals made only of them are checked last (a cheap order, not a rule),
+# and one of them alone is not worth a check (nearly every line holds it)
+_COMMON = set(" .:/[]-_=,()'\"\t0123456789abcdefghijklmnopqrstuvwxyz")
+
+
+def needs(pattern: re.Pattern, implied: tuple[str, ...] = ()) -> tuple[tuple[str, ...], ...]:
+    """The literals a line must hold (lowercased) for `pattern` to match in it: at least one term's all; TRUE (one
+    empty term) when nothing is known. `implied`: literals the caller already found in the line (dropped from the
+    terms). Each term's literals are ordered to fail fast: long and uncommon first."""
+    key = (pattern.pattern, pattern.flags)
+    dnf = _DNF.get(key)
+    if dnf is None:
+        try:
+            parsed = _sre_parse.parse(pattern.pattern, pattern.flags & ~re.UNICODE)
+            dnf = _DNF[key] = _needs_seq(list(parsed), int(pattern.flags | parsed.state.flags))
+        except Exception:  # noqa: BLE001 - an internal parser that changed shape: no condition (the regex decides)
+            return TRUE
+    terms = []
+    for t in dnf:
+        lits = {x for x in t if not any(x in i for i in implied) and not (len(x) == 1 and x in _COMMON)}
+        lits = {x for x in lits if not any(x != y and x in y for y in lits)}   # a piece of another literal: redundant
+        if not lits:
+            return TRUE
+        terms.append(tuple(sorted(lits, key=lambda x: (set(x) <= _COMMON, -len(x), x))))
+    return tuple(dict.fromkeys(terms)) or TRUE

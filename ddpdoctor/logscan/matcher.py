@@ -33,44 +33,12 @@ from typing import BinaryIO, Callable, Iterator
 from ddpdoctor.catalog.model import GATES, FailureMode, Signature
 from ddpdoctor.logscan.facts import FACTS, Fact
 from ddpdoctor.logscan.gatefind import FIND, Finder, _automaton, _bytes_find, trigger_bytes, widen
-from ddpdoctor.logscan.linear import LinePattern
+from ddpdoctor.logscan.linear import TRUE, LinePattern, needs
+from ddpdoctor.logscan.origin import _unmarked, split_origin  # noqa: F401 - re-exported
 from ddpdoctor.logscan.reader import CHUNK, blocks
 
 MAX_TEXT = 2000     # characters of a line kept as evidence and searched by the regexes
 MAX_WINDOW = 8192   # bytes around a hit taken from an overlong line
-
-# Prefixes that launchers and log collectors put in front of each line: pdsh/clush `host: `, Slurm
-# `srun -l` task numbers `3: `, mpirun `[1,3]<stderr>:`, torchrun `[rank3]:` and `--tee`
-# `[<role><local rank>]:` (`[default3]:`, `[trainer3]:` with --role; elastic/multiprocessing/api.py), and Ray's
-# `(RayTrainWorker pid=123, ip=10.0.0.5) `.
-_PREFIX = re.compile(
-    r"^(?:"
-    # what a person skips before reading a line: a quote marker (`> `, GitHub comments), a timestamp a log
-    # collector put first (`2024-12-04T07:19:22.472Z `, `[2026-04-22 21:34:20] `), a bare process number
-    # (`[80746] `), accelerate's `stderr: ` and torchx's `trainer/0 [1]:`
-    r">+ ?|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?[ \t]+|\[\d+\] (?=\S)|std(?:out|err): |"
-    r"[\w-]+/\d+ \[(?P<torchx>\d+)\]:\s?|"
-    # Open MPI's `mpirun --timestamp-output` (orte/mca/iof/base: ctime() without its newline, glued to the tag
-    # "%s[%s,%s]<%s>:" with --tag-output, "%s<%s>:" without): the time goes, the tag is read below
-    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d \d{4}"
-    r"(?:<std(?:out|err|diag)>:\s?|(?=\[\d+,\d+\]<std))|"
-    r"(?P<label>[A-Za-z0-9][A-Za-z0-9_.-]{0,62}): "
-    r"|\[\d+,(?P<mpi>\d+)\]<std(?:out|err)>:\s?"
-    r"|\[rank(?P<rank>\d+)\]:\s?"
-    r"|\[[A-Za-z_][\w-]*?(?P<local>\d+)\]:\s?"
-    r"|\(\w+ pid=\d+(?:, ip=(?P<ip>[\d.]+))?\)\s"
-    r")"
-)
-# (a shared library's name is the dynamic loader's prefix, dlerror(3): `libtorch_cuda.so: undefined symbol: ...`)
-_NOT_HOST = re.compile(r"(?i)(?:error|exception|warning|warn|info|debug|traceback|critical|fatal|notice)$|\.py$|"
-                       r"\.so(?:\.\d+)*$")
-# NCCL's debug prefix (src/debug.cc ncclDebugLog, src/misc/utils.cc before 2.5): "%s:%d:%d [%d] NCCL INFO ", and for
-# WARN the file and line too, "%s:%d:%d [%d] %s:%d NCCL WARN " (v2.4.8 .. v2.29), "... %s:%d (%s) NCCL WARN " with the
-# function (v2.30.7)
-_NCCL_ORIGIN = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-                          r"(?:[\w./-]+:\d+ (?:\([^()\s]*\) )?)?NCCL ")
-_MSG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|(?<![\w-])rank[:=] ?(?P<r2>\d+)\b|\bon rank:? (?P<r3>\d+)")
-
 
 @dataclass(frozen=True)
 class Rule:
@@ -96,55 +64,6 @@ class LineMatch:
     host: str | None
     rank: int | None
     matches: list[tuple[Rule, dict]]
-
-
-def split_origin(text: str) -> tuple[str, str | None, int | None]:
-    """(body, host, rank) of a log line: strips collector prefixes and reads who wrote the line."""
-    host = rank = None
-    body = _unmarked(text)
-    for _ in range(6):
-        m = _PREFIX.match(body)
-        if not m:
-            break
-        label = m.group("label")
-        if label is not None:
-            if label.isdecimal():  # not isdigit(): int() refuses "²"
-                rank = int(label) if rank is None else rank  # srun -l task number
-            elif _NOT_HOST.search(label) or not any(c.isdigit() or c in "-." for c in label):
-                break  # `RuntimeError: ...`, `INFO: ...`, `main.py: error: ...` are messages, not hosts
-            elif host is None:
-                host = label
-        elif m.group("mpi") is not None:
-            rank = int(m.group("mpi"))
-        elif m.group("rank") is not None:
-            rank = int(m.group("rank"))
-        elif m.group("local") is not None:
-            rank = int(m.group("local")) if rank is None else rank
-        elif m.group("ip") is not None and host is None:
-            host = m.group("ip")
-        elif m.group("torchx") is not None:
-            rank = int(m.group("torchx")) if rank is None else rank
-        body = body[m.end():]
-    m = _NCCL_ORIGIN.match(body)
-    if m and host is None:
-        host = m.group("host")
-    if rank is None:
-        m = _MSG_RANK.search(body)
-        if m:
-            rank = int(next(g for g in m.groups() if g is not None))
-    return body, host, rank
-
-
-def _unmarked(text: str) -> str:
-    """The line as a person reads a log pasted into Markdown (GitHub issues, forums): bold markers (`**`) that the
-    poster put around the words that matter, and the backticks that quote a line, removed. Neither is ever part of
-    what the code printed in a way a signature reads (a `**kwargs` in a traceback's source line reads the same
-    without them)."""
-    if "**" in text:
-        text = text.replace("**", "")
-    if text[:1] == "`" or text[-1:] == "`":
-        text = text.strip("`")
-    return text
 
 
 class Matcher:
@@ -177,6 +96,26 @@ class Matcher:
         # longest first: memmem skips faster with a longer needle, so the threads' shares even out
         self._gate_list = sorted(self.gates, key=len)
         self._ac = _automaton(self._gate_list) if multi else None  # multi=False: the memmem passes
+        # Per gate, per trigger: each rule with what else a line must hold for its pattern to match (linear.needs;
+        # the trigger itself is known present), None when nothing more is known; built for a gate when a line first
+        # holds it (_gate_checks: start-up stays as cheap as before).
+        self._multi = multi
+        self._checks: dict[bytes, list] = {}
+        self._trigger_auto: dict[bytes, object] = {}
+        self._need: dict[int, tuple | None] = {}   # for a wrapped line (_wrapped): nothing taken as present
+        # answers that are functions of a line's bytes (_rules_for, _search_line, _wrapped), bounded: cleared when full
+        self._hits: dict[bytes, tuple] = {}
+        self._lines: dict[bytes, tuple] = {}
+        self._pairs: dict[bytes, list] = {}
+
+    def _gate_checks(self, gate: bytes) -> list:
+        """A _Row per trigger of `gate`, in the gate's order, and one automaton of them all for a gate of many."""
+        rows = [_Row(self, trigger, rules) for trigger, rules in self.gates[gate].items()]
+        auto = _automaton([r.trigger for r in rows]) if self._multi and len(rows) >= 8 else None
+        if auto is not None:
+            self._trigger_auto[gate] = auto[1]
+        self._checks[gate] = rows
+        return rows
 
     def scan(self, stream: BinaryIO, stats: ScanStats | None = None, *, chunk: int = CHUNK,
              progress: Callable[[int], None] | None = None, saturated: frozenset | set = frozenset()) -> Iterator[LineMatch]:
@@ -289,19 +228,27 @@ class Matcher:
             segment = low[start:end]
             if b"**" in segment:  # Markdown bold a poster put in a pasted log: the words, not the markers (_unmarked)
                 segment = segment.replace(b"**", b"")
-            hits: dict[int, Rule] = {}
-            for gate in gates:
-                for trigger, rules in self.gates[gate].items():
-                    if trigger in segment:
-                        for rule in rules:
-                            hits[rule.index] = rule
-            if not hits:
+            raw = low[start:end]
+            known = self._hits.get(raw) if end - start <= CACHE_LINE else None
+            if known is None:
+                known = self._rules_for(low, start, end, gates, segment)
+                if end - start <= CACHE_LINE:
+                    if len(self._hits) >= CACHE_SIZE:
+                        self._hits.clear()
+                    self._hits[raw] = known
+            hits, ruled_out = known
+            if not hits and not ruled_out:
                 continue
             line += data.count(b"\n", counted, start)
             counted = start
-            if saturated and hits.keys() <= saturated and not _two_lines(data, low, start, end):
-                skipped.append((line, start, end, hits))
+            # skipped as saturated exactly when it was before the needs checks: by all the rules its triggers name
+            if saturated and hits.keys() <= saturated and all(r.index in saturated for r in ruled_out) \
+                    and not _two_lines(data, low, start, end):
+                if hits:
+                    skipped.append((line, start, end, hits))
                 continue
+            if not hits and not _two_lines(data, low, start, end):
+                continue   # no rule can match this line alone, and none joined with the next (_wrapped)
             lm = self._search_line(data, low, start, end, line, gates, segment, hits.values())
             if lm is not None:
                 for rule, _ in lm.matches:
@@ -310,21 +257,98 @@ class Matcher:
         if skipped:
             yield from self._last_of_saturated(data, skipped, matched)
 
+    def _rules_for(self, low, start, end, gates, segment) -> tuple[dict[int, Rule], list[Rule]]:
+        """The rules whose trigger the line holds and what else their pattern needs (by index), and those whose
+        trigger it holds but not the rest (linear.needs): a function of the line's bytes (cached by _scan_block)."""
+        hits: dict[int, Rule] = {}
+        ruled_out: list[Rule] = []
+        probe = None
+        for gate in gates:
+            rows = self._checks.get(gate)
+            if rows is None:
+                rows = self._gate_checks(gate)
+            found = self._trigger_auto.get(gate)
+            if found is not None:   # one pass for the gate's many triggers (`error`: 56): only the rows present
+                rows = [rows[k] for k in sorted({k for k, _, _ in found.find_matches_as_indexes(segment, overlapping=True)})]
+            for row in rows:
+                if found is not None or row.trigger in segment:
+                    checks, many = row.checks, row.many
+                    if checks is None:
+                        row.seen += 1
+                        if row.seen < BUILD_AFTER:   # a few lines: every rule of the trigger searched, as before
+                            for rule in row.rules:
+                                hits[rule.index] = rule
+                            continue
+                        checks, many = row.build()
+                    if probe is None:
+                        probe = _probe(low, start, end, segment)
+                    if many is not None:
+                        # one Aho-Corasick pass finds which of the row's literals the line holds; only the needs
+                        # that start with one of them can hold (the others: ruled out, in the row's order)
+                        auto, starts, terms, always, needful = many
+                        present = {i for i, _, _ in auto.find_matches_as_indexes(probe, overlapping=True)}
+                        passed = {k for i in present for k in starts.get(i, ()) if _all_of_one(terms[k], present)}
+                        if not passed:   # the common case: only the rules that need nothing more
+                            for rule in always:
+                                hits[rule.index] = rule
+                            ruled_out += needful
+                            continue
+                        for k, (need, rules) in enumerate(checks):
+                            if need is None or k in passed:
+                                for rule in rules:
+                                    hits[rule.index] = rule
+                            else:
+                                ruled_out += rules
+                        continue
+                    for need, rules in checks:
+                        if need is not None and not _holds(need, probe):
+                            ruled_out += rules
+                            continue
+                        for rule in rules:
+                            hits[rule.index] = rule
+        return hits, ruled_out
+
     def _search_line(self, data, low, start, end, line, gates, segment, rules) -> LineMatch | None:
+        """The line's matches: its own (decoded, who wrote it, the rules' groups), then what reads the next line
+        (a fact's `follow`, a message wrapped in two: _wrapped). From _scan_block (`low` given) the line's own are a
+        function of its bytes, and so are the rules searched (_rules_for): a log that repeats lines (every rank
+        printing the same traceback) decodes and searches each distinct line once while it is in the bounded cache."""
+        if low and end - start <= CACHE_LINE:
+            key = data[start:end]
+            own = self._lines.get(key)
+            if own is None:
+                own = self._own(data, start, end, rules)
+                if len(self._lines) >= CACHE_SIZE:
+                    self._lines.clear()
+                self._lines[key] = own
+        else:
+            own = self._own(data, start, end, rules)
+        text, body, host, rank, local, wraps = own
+        found = []
+        for rule, groups in local:
+            groups = dict(groups)
+            if rule.fact is not None and rule.fact.follow:
+                groups["after"] = _following(data, end, rule.fact.follow)
+            found.append((rule, groups))
+        if wraps:
+            found += self._wrapped(data, low, start, end, gates, body, segment)
+        return LineMatch(line, text, host, rank, found) if found else None
+
+    def _own(self, data, start, end, rules) -> tuple:
+        """(text, body, host, rank, [(rule, groups)], no catalog signature matched) of the line alone."""
         text = data[start:end].decode("utf-8", "replace").replace("\x00", "")
         text = text.strip("\r\n")[:MAX_TEXT]
         body, host, rank = split_origin(text)
-        found = []
+        local = []
+        seen: dict[str, object] = {}   # several modes share a pattern (catalog/shared.toml): search it once
         for rule in rules:
-            m = rule.regex.search(body)
+            pattern = rule.regex.pattern
+            m = seen.get(pattern, _UNSEEN)
+            if m is _UNSEEN:
+                m = seen[pattern] = rule.regex.search(body)
             if m:
-                groups = {k: v for k, v in m.groupdict().items() if v is not None}
-                if rule.fact is not None and rule.fact.follow:
-                    groups["after"] = _following(data, end, rule.fact.follow)
-                found.append((rule, groups))
-        if not any(r.failure is not None for r, _ in found):
-            found += self._wrapped(data, low, start, end, gates, body, segment)
-        return LineMatch(line, text, host, rank, found) if found else None
+                local.append((rule, {k: v for k, v in m.groupdict().items() if v is not None}))
+        return text, body, host, rank, local, not any(r.failure is not None for r, _ in local)
 
     def _last_of_saturated(self, data, skipped, matched) -> Iterator[LineMatch]:
         """For each saturated rule, the last skipped line of the block it matches, when later than the last
@@ -352,22 +376,122 @@ class Matcher:
         two = _two_lines(data, low, start, end)
         if not two:
             return []
+        nxt = data.find(b"\n", end + 1)
+        key = data[start:len(data) if nxt == -1 else nxt]
+        if len(key) > CACHE_LINE:
+            return self._wrapped_new(data, start, end, gates, body, two, low)
+        known = self._pairs.get(key)
+        if known is None:   # a function of the two lines' bytes (both lines are in the key)
+            if len(self._pairs) >= CACHE_SIZE:
+                self._pairs.clear()
+            known = self._pairs[key] = self._wrapped_new(data, start, end, gates, body, two, low)
+        return [(rule, dict(groups)) for rule, groups in known]
+
+    def _wrapped_new(self, data: bytes, start: int, end: int, gates, body: str, two: bytes, low: bytes) -> list:
         rules = {r.index: r for g in gates for t, rs in self.gates[g].items() if t in two for r in rs
                  if r.failure is not None}
         if not rules:
             return []
         joined = _joined(data, end, body)
+        if not joined:
+            return []
+        probe = joined.lower()   # a literal in `joined` is in its lowercasing (linear.needs)
         first = len(body.rstrip())
         nxt = two[len(low[start:end].rstrip()) + 1:]
         out = []
         for rule in rules.values():
-            m = rule.regex.search(joined) if joined else None
+            need = self._need.get(rule.index, _UNSEEN)
+            if need is _UNSEEN:
+                need = self._need[rule.index] = None if (n := needs(rule.regex.py)) == TRUE else n
+            if need is not None and not _holds(need, probe):
+                continue
+            m = rule.regex.search(joined)
             # the match needs both lines, or lies in the next line whose trigger word only this line holds (a
             # library's `Failed: CUDA error <file>:<line>` wrapped before its quoted `'peer access is not ...'`): the
             # next line alone is never searched for it, so this is the only reading that finds it
             if m and first < m.end() and (m.start() < first or not any(t in nxt for t in rule.triggers)):
                 out.append((rule, {k: v for k, v in m.groupdict().items() if v is not None}))
         return out
+
+
+_UNSEEN = object()
+
+
+# A trigger's needs are derived (~0.3 ms a pattern: the regex parser) once this many lines held it: a short log
+# searches every rule of the trigger, as before, and a log of tracebacks pays the derivation once.
+BUILD_AFTER = 64
+
+
+class _Row:
+    """One trigger of a gate and its rules, each with what else its pattern needs (linear.needs; the trigger itself
+    is known present), None when nothing more is known; built once BUILD_AFTER lines held the trigger."""
+    __slots__ = ("matcher", "trigger", "rules", "checks", "many", "seen")
+
+    def __init__(self, matcher: Matcher, trigger: bytes, rules: list[Rule]):
+        self.matcher, self.trigger, self.rules = matcher, trigger, rules
+        self.checks = self.many = None
+        self.seen = 0
+
+    def build(self):
+        checks = []   # one (need, [rule]) per rule, in the rules' order: the order the line's matches come in
+        for rule in self.rules:
+            need = needs(rule.regex.py, (self.trigger.decode(),))
+            checks.append((None if need == TRUE else tuple(tuple(x.encode() for x in t) for t in need), [rule]))
+        self.many = _literal_sets(checks) if self.matcher._multi else None
+        self.checks = checks
+        return checks, self.many
+# The per-line caches: lines up to CACHE_LINE bytes (with the next line, for _search_line), CACHE_SIZE of each at
+# most (~2 x 2048 x 1 KB: constant memory whatever the log).
+CACHE_LINE = 1024
+CACHE_SIZE = 2048
+
+
+def _probe(low: bytes, start: int, end: int, segment: bytes) -> bytes:
+    """The lowercased line as the patterns see it (_search_line: NUL bytes dropped, then Markdown's `**`)."""
+    if b"\x00" not in segment:
+        return segment
+    return low[start:end].replace(b"\x00", b"").replace(b"**", b"")
+
+
+def _literal_sets(checks) -> tuple | None:
+    """For a trigger many patterns share (`error`): an automaton of all their needed literals (ahocorasick_rs, an
+    overlapping search: it reports every literal the line holds) and each need as literal ids; None for a few."""
+    if sum(need is not None for need, _ in checks) < 4:
+        return None
+    lits = list(dict.fromkeys(x for need, _ in checks if need is not None for t in need for x in t))
+    auto = _automaton(lits)
+    if auto is None:
+        return None
+    index = {x: i for i, x in enumerate(lits)}
+    # literal id -> the needs with a term that starts with it (no term holds without its first); each need's terms
+    starts: dict[int, set[int]] = {}
+    terms: dict[int, tuple] = {}
+    for k, (need, _) in enumerate(checks):
+        if need is not None:
+            terms[k] = tuple(frozenset(index[x] for x in t) for t in need)
+            for t in need:
+                starts.setdefault(index[t[0]], set()).add(k)
+    always = [r for need, rules in checks if need is None for r in rules]
+    needful = [r for need, rules in checks if need is not None for r in rules]
+    return auto[1], starts, terms, always, needful
+
+
+def _all_of_one(terms, present: set) -> bool:
+    for term in terms:
+        if term <= present:
+            return True
+    return False
+
+
+def _holds(need, probe) -> bool:
+    """Whether `probe` holds every literal of one of `need`'s terms (linear.needs)."""
+    for term in need:
+        for lit in term:
+            if lit not in probe:
+                break
+        else:
+            return True
+    return False
 
 
 # Blocks at least this big scan their gate words on _POOL_SIZE threads (memmem releases the GIL).

@@ -69,7 +69,15 @@ def _own_record(msg: str) -> str:
 
 
 def is_user_frame(path: str) -> bool:
-    return path.endswith(".py") and not _LIBRARY.search(path)
+    known = _USER_FRAME.get(path)
+    if known is None:
+        if len(_USER_FRAME) >= 4096:   # bounded: a log of tracebacks names few files, many times
+            _USER_FRAME.clear()
+        known = _USER_FRAME[path] = path.endswith(".py") and not _LIBRARY.search(path)
+    return known
+
+
+_USER_FRAME: dict[str, bool] = {}
 
 
 @dataclass
