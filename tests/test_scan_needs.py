@@ -12,7 +12,8 @@ from ddpdoctor import catalog
 from ddpdoctor.logscan import linear
 from ddpdoctor.logscan import matcher as M
 from ddpdoctor.logscan.linear import TRUE, needs
-from ddpdoctor.logscan.matcher import Matcher, _holds, split_origin
+from ddpdoctor.logscan.matcher import Matcher, split_origin
+from ddpdoctor.logscan.needed import holds as _holds
 
 ROOT = Path(__file__).resolve().parent.parent
 MATCHER = Matcher(catalog.failures())

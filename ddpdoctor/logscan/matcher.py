@@ -34,10 +34,13 @@ from ddpdoctor.catalog.model import GATES, FailureMode, Signature
 from ddpdoctor.logscan.facts import FACTS, Fact
 from ddpdoctor.logscan.gatefind import FIND, Finder, _automaton, _bytes_find, trigger_bytes, widen
 from ddpdoctor.logscan.linear import TRUE, LinePattern, needs
-from ddpdoctor.logscan.origin import _unmarked, split_origin  # noqa: F401 - re-exported
+from ddpdoctor.logscan.needed import Row, all_of_one, holds
+from ddpdoctor.logscan.needed import probe as probe_
+from ddpdoctor.logscan.nextline import MAX_TEXT, _following, _joined, _line_end, _two_lines  # noqa: F401 - tests
+# re-exported: tests and ranker.py read them here
+from ddpdoctor.logscan.origin import _MSG_RANK, _NCCL_ORIGIN, _NOT_HOST, _PREFIX, _unmarked, split_origin  # noqa: F401
 from ddpdoctor.logscan.reader import CHUNK, blocks
 
-MAX_TEXT = 2000     # characters of a line kept as evidence and searched by the regexes
 MAX_WINDOW = 8192   # bytes around a hit taken from an overlong line
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ class Matcher:
 
     def _gate_checks(self, gate: bytes) -> list:
         """A _Row per trigger of `gate`, in the gate's order, and one automaton of them all for a gate of many."""
-        rows = [_Row(self, trigger, rules) for trigger, rules in self.gates[gate].items()]
+        rows = [Row(self, trigger, rules) for trigger, rules in self.gates[gate].items()]
         auto = _automaton([r.trigger for r in rows]) if self._multi and len(rows) >= 8 else None
         if auto is not None:
             self._trigger_auto[gate] = auto[1]
@@ -269,7 +272,8 @@ class Matcher:
                 rows = self._gate_checks(gate)
             found = self._trigger_auto.get(gate)
             if found is not None:   # one pass for the gate's many triggers (`error`: 56): only the rows present
-                rows = [rows[k] for k in sorted({k for k, _, _ in found.find_matches_as_indexes(segment, overlapping=True)})]
+                present = found.find_matches_as_indexes(segment, overlapping=True)
+                rows = [rows[k] for k in sorted({k for k, _, _ in present})]
             for row in rows:
                 if found is not None or row.trigger in segment:
                     checks, many = row.checks, row.many
@@ -281,13 +285,13 @@ class Matcher:
                             continue
                         checks, many = row.build()
                     if probe is None:
-                        probe = _probe(low, start, end, segment)
+                        probe = probe_(low, start, end, segment)
                     if many is not None:
                         # one Aho-Corasick pass finds which of the row's literals the line holds; only the needs
                         # that start with one of them can hold (the others: ruled out, in the row's order)
                         auto, starts, terms, always, needful = many
                         present = {i for i, _, _ in auto.find_matches_as_indexes(probe, overlapping=True)}
-                        passed = {k for i in present for k in starts.get(i, ()) if _all_of_one(terms[k], present)}
+                        passed = {k for i in present for k in starts.get(i, ()) if all_of_one(terms[k], present)}
                         if not passed:   # the common case: only the rules that need nothing more
                             for rule in always:
                                 hits[rule.index] = rule
@@ -301,7 +305,7 @@ class Matcher:
                                 ruled_out += rules
                         continue
                     for need, rules in checks:
-                        if need is not None and not _holds(need, probe):
+                        if need is not None and not holds(need, probe):
                             ruled_out += rules
                             continue
                         for rule in rules:
@@ -403,7 +407,7 @@ class Matcher:
             need = self._need.get(rule.index, _UNSEEN)
             if need is _UNSEEN:
                 need = self._need[rule.index] = None if (n := needs(rule.regex.py)) == TRUE else n
-            if need is not None and not _holds(need, probe):
+            if need is not None and not holds(need, probe):
                 continue
             m = rule.regex.search(joined)
             # the match needs both lines, or lies in the next line whose trigger word only this line holds (a
@@ -422,76 +426,10 @@ _UNSEEN = object()
 BUILD_AFTER = 64
 
 
-class _Row:
-    """One trigger of a gate and its rules, each with what else its pattern needs (linear.needs; the trigger itself
-    is known present), None when nothing more is known; built once BUILD_AFTER lines held the trigger."""
-    __slots__ = ("matcher", "trigger", "rules", "checks", "many", "seen")
-
-    def __init__(self, matcher: Matcher, trigger: bytes, rules: list[Rule]):
-        self.matcher, self.trigger, self.rules = matcher, trigger, rules
-        self.checks = self.many = None
-        self.seen = 0
-
-    def build(self):
-        checks = []   # one (need, [rule]) per rule, in the rules' order: the order the line's matches come in
-        for rule in self.rules:
-            need = needs(rule.regex.py, (self.trigger.decode(),))
-            checks.append((None if need == TRUE else tuple(tuple(x.encode() for x in t) for t in need), [rule]))
-        self.many = _literal_sets(checks) if self.matcher._multi else None
-        self.checks = checks
-        return checks, self.many
 # The per-line caches: lines up to CACHE_LINE bytes (with the next line, for _search_line), CACHE_SIZE of each at
 # most (~2 x 2048 x 1 KB: constant memory whatever the log).
 CACHE_LINE = 1024
 CACHE_SIZE = 2048
-
-
-def _probe(low: bytes, start: int, end: int, segment: bytes) -> bytes:
-    """The lowercased line as the patterns see it (_search_line: NUL bytes dropped, then Markdown's `**`)."""
-    if b"\x00" not in segment:
-        return segment
-    return low[start:end].replace(b"\x00", b"").replace(b"**", b"")
-
-
-def _literal_sets(checks) -> tuple | None:
-    """For a trigger many patterns share (`error`): an automaton of all their needed literals (ahocorasick_rs, an
-    overlapping search: it reports every literal the line holds) and each need as literal ids; None for a few."""
-    if sum(need is not None for need, _ in checks) < 4:
-        return None
-    lits = list(dict.fromkeys(x for need, _ in checks if need is not None for t in need for x in t))
-    auto = _automaton(lits)
-    if auto is None:
-        return None
-    index = {x: i for i, x in enumerate(lits)}
-    # literal id -> the needs with a term that starts with it (no term holds without its first); each need's terms
-    starts: dict[int, set[int]] = {}
-    terms: dict[int, tuple] = {}
-    for k, (need, _) in enumerate(checks):
-        if need is not None:
-            terms[k] = tuple(frozenset(index[x] for x in t) for t in need)
-            for t in need:
-                starts.setdefault(index[t[0]], set()).add(k)
-    always = [r for need, rules in checks if need is None for r in rules]
-    needful = [r for need, rules in checks if need is not None for r in rules]
-    return auto[1], starts, terms, always, needful
-
-
-def _all_of_one(terms, present: set) -> bool:
-    for term in terms:
-        if term <= present:
-            return True
-    return False
-
-
-def _holds(need, probe) -> bool:
-    """Whether `probe` holds every literal of one of `need`'s terms (linear.needs)."""
-    for term in need:
-        for lit in term:
-            if lit not in probe:
-                break
-        else:
-            return True
-    return False
 
 
 # Blocks at least this big scan their gate words on _POOL_SIZE threads (memmem releases the GIL).
@@ -508,51 +446,3 @@ def _pool():
         from concurrent.futures import ThreadPoolExecutor
         _POOL.append(ThreadPoolExecutor(_POOL_SIZE - 1, thread_name_prefix="ddpdoctor-scan"))
     return _POOL[0]
-
-
-def _line_end(low: bytes, pos: int, n: int) -> int:
-    nl = low.find(b"\n", pos)
-    if nl == -1:
-        nl = n
-    cr = low.find(b"\r", pos, nl)
-    return nl if cr == -1 else cr
-
-
-# a wrapped message goes on mid-sentence: in lowercase, or mid-number (a terminal cuts `NumelOut=1|29280`), or with
-# the quote that opens its quoted part (`'peer access is not supported ...'`)
-_CONTINUES = re.compile(rb"[ \t]*['\"`]?[a-z0-9(]")
-
-
-def _two_lines(data: bytes, low: bytes, start: int, end: int) -> bytes:
-    """The lowercased line at start:end and the next one joined by a space, when the next line reads as the
-    rest of this one (it goes on in lowercase, as a terminal or a poster wraps a sentence); else b""."""
-    if end >= len(low) - 1 or not _CONTINUES.match(data, end + 1):
-        return b""
-    nxt_end = low.find(b"\n", end + 1)
-    nxt = low[end + 1:nxt_end if nxt_end != -1 else len(low)][:MAX_TEXT].strip()
-    return low[start:end].rstrip() + b" " + nxt if nxt else b""
-
-
-def _joined(data: bytes, end: int, body: str) -> str:
-    """`body` and the line after it as one line (the next line's prefixes and indent dropped), or "" when
-    there is no next line in this block or it is empty: how a person reads a message wrapped in two."""
-    if end >= len(data):
-        return ""
-    nxt_end = data.find(b"\n", end + 1)
-    nxt = data[end + 1:nxt_end if nxt_end != -1 else len(data)][:MAX_TEXT]
-    if not nxt.strip():
-        return ""
-    text = split_origin(nxt.decode("utf-8", "replace").strip("\r\n"))[0].strip()
-    return f"{body.rstrip()} {text}" if text else ""
-
-
-def _following(data: bytes, end: int, n: int, width: int = 300) -> str:
-    """The `n` lines after the line ending at `end` (in this block), each cut to `width` characters."""
-    out = []
-    pos = end + 1
-    while len(out) < n and pos < len(data):
-        nl = data.find(b"\n", pos)
-        nl = len(data) if nl == -1 else nl
-        out.append(data[pos:min(nl, pos + width)].decode("utf-8", "replace").strip("\r"))
-        pos = nl + 1
-    return "\n".join(out)
