@@ -522,6 +522,8 @@ def main() -> int:
         hostile()
         return 0
     if a.traceback:
+        import io
+        explain_stream(io.BytesIO(b"warm-up: the catalog and the matcher are built once per process\n"))
         t = throughput(a.size_mb)
         print(f"throughput, ordinary log: {t['mb']:.0f} MB in {t['seconds']:.2f} s = {t['mb_per_s']:.0f} MB/s (wall, "
               f"in-process; found {t['top']})")
