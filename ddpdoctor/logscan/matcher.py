@@ -310,7 +310,9 @@ class Matcher:
                             continue
                         for rule in rules:
                             hits[rule.index] = rule
-        return hits, ruled_out
+        # in rule order, not in the order the line's gate words came out of a set of bytes (hash-seed order): which
+        # of two tied rules a diagnosis names as its basis must not change from one run to the next
+        return dict(sorted(hits.items())), ruled_out
 
     def _search_line(self, data, low, start, end, line, gates, segment, rules) -> LineMatch | None:
         """The line's matches: its own (decoded, who wrote it, the rules' groups), then what reads the next line
@@ -392,8 +394,8 @@ class Matcher:
         return [(rule, dict(groups)) for rule, groups in known]
 
     def _wrapped_new(self, data: bytes, start: int, end: int, gates, body: str, two: bytes, low: bytes) -> list:
-        rules = {r.index: r for g in gates for t, rs in self.gates[g].items() if t in two for r in rs
-                 if r.failure is not None}
+        rules = {r.index: r for g in sorted(gates) for t, rs in self.gates[g].items() if t in two for r in rs
+                 if r.failure is not None}   # sorted: the same order in every run (hash-seed order otherwise)
         if not rules:
             return []
         joined = _joined(data, end, body)
