@@ -11,6 +11,7 @@ changes confidences only, never which mode is first, so counting with it in plac
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 import sys
@@ -28,10 +29,10 @@ from ddpdoctor.logscan.render import LOW  # noqa: E402
 CORPUS = ROOT / "tests" / "corpus"
 
 
-def rows() -> list[tuple[tuple[str, str, bool], str, float]]:
-    """(key, label class "right"/"unknown"/"other", ceiling) per dev log whose first answer is below LOW, as the
-    ranker gives it before calibration (TALLY emptied while counting)."""
-    known = set(catalog.failures())
+@functools.lru_cache(maxsize=1)
+def undecided() -> tuple[tuple[str, tuple], ...]:
+    """(label, diagnoses) per dev log whose first answer is below LOW, as the ranker gives them before calibration
+    (TALLY and ORDER emptied while reading): read once, for the tally and the order counts alike."""
     out = []
     saved, calibration.TALLY, saved_order, calibration.ORDER = calibration.TALLY, {}, calibration.ORDER, {}
     try:
@@ -42,14 +43,22 @@ def rows() -> list[tuple[tuple[str, str, bool], str, float]]:
             if rec["split"] != "dev":
                 continue
             diags = explain_stream(io.BytesIO((CORPUS / rec["file"]).read_bytes()), rec["file"]).diagnoses
-            if not diags or diags[0].confidence >= LOW:
-                continue
-            top, label = diags[0], rec["label"]
-            cls = ("right" if label == top.failure.id else
-                   "unknown" if label == "UNKNOWN" or label not in known else "other")
-            out.append((key(top), cls, top.failure.ceiling))
+            if diags and diags[0].confidence < LOW:
+                out.append((rec["label"], tuple(diags)))
     finally:
         calibration.TALLY, calibration.ORDER = saved, saved_order
+    return tuple(out)
+
+
+def rows() -> list[tuple[tuple[str, str, bool], str, float]]:
+    """(key, label class "right"/"unknown"/"other", ceiling) per dev log whose first answer is below LOW."""
+    known = set(catalog.failures())
+    out = []
+    for label, diags in undecided():
+        top = diags[0]
+        cls = ("right" if label == top.failure.id else
+               "unknown" if label == "UNKNOWN" or label not in known else "other")
+        out.append((key(top), cls, top.failure.ceiling))
     return out
 
 
@@ -57,22 +66,12 @@ def order_tally() -> dict[tuple[str, str, str], list[int]]:
     """(first mode, basis, second mode): [label was the first, label was the second], dev logs whose first answer
     is below LOW, as the ranker gives them before calibration."""
     out: dict = {}
-    saved, calibration.TALLY, saved_order, calibration.ORDER = calibration.TALLY, {}, calibration.ORDER, {}
-    try:
-        for line in (CORPUS / "manifest.jsonl").read_text().splitlines():
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            if rec["split"] != "dev":
-                continue
-            diags = explain_stream(io.BytesIO((CORPUS / rec["file"]).read_bytes()), rec["file"]).diagnoses
-            if len(diags) < 2 or diags[0].confidence >= LOW:
-                continue
-            c = out.setdefault((diags[0].failure.id, diags[0].basis, diags[1].failure.id), [0, 0])
-            c[0] += rec["label"] == diags[0].failure.id
-            c[1] += rec["label"] == diags[1].failure.id
-    finally:
-        calibration.TALLY, calibration.ORDER = saved, saved_order
+    for label, diags in undecided():
+        if len(diags) < 2:
+            continue
+        c = out.setdefault((diags[0].failure.id, diags[0].basis, diags[1].failure.id), [0, 0])
+        c[0] += label == diags[0].failure.id
+        c[1] += label == diags[1].failure.id
     return out
 
 
