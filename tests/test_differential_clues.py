@@ -7,10 +7,11 @@ import io
 from pathlib import Path
 
 from ddpdoctor import catalog
-from ddpdoctor.logscan import clues, default_matcher, explain_stream
+from ddpdoctor.logscan import clues, default_matcher
 from ddpdoctor.logscan.evidence import Collector
 from ddpdoctor.logscan.matcher import ScanStats
 from ddpdoctor.logscan.render import SHOW_FULL, render_text
+from logtext import explain, ids, by_id
 
 TORCHRUN_EXIT_1 = ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4211) "
                    "of binary: /usr/bin/python3")
@@ -27,18 +28,6 @@ LEGACY_LAUNCHER = [
     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
     "train.py FAILED",
 ]
-
-
-def explain(lines):
-    return explain_stream(io.BytesIO(("\n".join(lines) + "\n").encode()), "t")
-
-
-def ids(ex):
-    return [d.failure.id for d in ex.diagnoses]
-
-
-def by_id(ex, fid):
-    return next(d for d in ex.diagnoses if d.failure.id == fid)
 
 
 def assert_candidate(ex, fid, line):

@@ -4,11 +4,11 @@ The ending stays what the log shows (its own mode with low confidence, or nothin
 it follow as weaker alternatives, each with the line that raised it and the command that decides, never a confident
 guess. The lines are in the wording of the code that prints them (torch elastic's summary template, NCCL's
 ncclGetErrorString and CUDACHECK WARN, Open MPI's signal handler) behind the prefixes launchers put in front."""
-import io
 
 from ddpdoctor import catalog
-from ddpdoctor.logscan import endings, explain_stream
+from ddpdoctor.logscan import endings
 from ddpdoctor.logscan.render import LOW, SHOW_FULL, render_text
+from logtext import explain, ids, by_id
 
 # torch/distributed/elastic/multiprocessing/errors/__init__.py _MSG_FORMAT_TEMPLATE / _FAILURE_FORMAT_TEMPLATE as torch
 # 2.x prints them for a worker that exited 1 without an error file
@@ -40,18 +40,6 @@ AGENT = ("E0305 10:12:44.120000 140211 torch/distributed/elastic/multiprocessing
          "local_rank: 1 (pid: 48213) of binary: /opt/conda/bin/python")
 SIGTERM = "W0305 10:12:43.990000 140211 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 48212 " \
           "closing signal SIGTERM"
-
-
-def explain(lines):
-    return explain_stream(io.BytesIO(("\n".join(lines) + "\n").encode()), "t")
-
-
-def ids(ex):
-    return [d.failure.id for d in ex.diagnoses]
-
-
-def by_id(ex, fid):
-    return next(d for d in ex.diagnoses if d.failure.id == fid)
 
 
 def summary(code, message=NO_FILE):

@@ -4,23 +4,11 @@ that closed its connection, ncclRemoteError, `No route to host` to the store) st
 causes the rest of the log points at follow as weaker candidates, each with why it came up and what would decide.
 The lines are the wording of real pastes (tests/corpus/dev) and of the code that prints them (the catalog's
 `emitted` templates), behind the prefixes torchrun, pdsh and NCCL put in front of them."""
-import io
 
 from ddpdoctor import catalog
-from ddpdoctor.logscan import explain_stream, symptoms
+from ddpdoctor.logscan import symptoms
 from ddpdoctor.logscan.render import LOW, SHOW_FULL, render_text
-
-
-def explain(lines):
-    return explain_stream(io.BytesIO(("\n".join(lines) + "\n").encode()), "t")
-
-
-def ids(ex):
-    return [d.failure.id for d in ex.diagnoses]
-
-
-def by_id(ex, fid):
-    return next(d for d in ex.diagnoses if d.failure.id == fid)
+from logtext import explain, ids, by_id
 
 
 def watchdog(seq, p="[rank1]:", rank=1):

@@ -4,10 +4,9 @@ the log holds decisive evidence for it, a line that names that cause and that no
 timeout, `No route to host`) name the mode with low confidence and say what would decide. Modes that say what
 happened but never why (a worker killed by SIGSEGV, a hung watchdog thread) stay weak pointers, below any
 specific cause in the same log. Lines are the wording of torch's own templates and of real pastes."""
-import io
 
-from ddpdoctor.logscan import explain_stream
 from ddpdoctor.logscan.render import LOW, SHOW_FULL
+from logtext import explain
 
 WATCHDOG = ("[rank1]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 1] Watchdog caught collective operation "
             "timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, Timeout(ms)=600000) "
@@ -25,10 +24,6 @@ STUCK = ("[rank2]:[E704 13:48:58.260494728 ProcessGroupNCCL.cpp:1746] [PG ID 0 P
          "other deadlock-prone behaviors.If you suspect the watchdog is not actually stuck and a longer timeout would "
          "help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the "
          "heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0).")
-
-
-def explain(lines):
-    return explain_stream(io.BytesIO(("\n".join(lines) + "\n").encode()), "t")
 
 
 def top(ex):

@@ -3,12 +3,12 @@
 does not decide, the symptom stays the headline with low confidence and the candidates say what
 would decide. Logs composed from the catalog's documented signatures and the wording of real pastes
 (tests/corpus/dev), with the rank prefixes torchrun puts in front of lines."""
-import io
 import json
 
 from ddpdoctor import catalog
-from ddpdoctor.logscan import differential, explain_stream
+from ddpdoctor.logscan import differential
 from ddpdoctor.logscan.render import LOW, render_text, to_dict
+from logtext import explain
 
 SYSERR = ("{p}torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
           "1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5")
@@ -22,10 +22,6 @@ BARRIER_TB = [
     '{p}  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 3696, in barrier',
     "{p}    work = default_pg.barrier(opts=opts)",
 ]
-
-
-def explain(lines):
-    return explain_stream(io.BytesIO(("\n".join(lines) + "\n").encode()), "t")
 
 
 def ranked(ex):
