@@ -53,6 +53,12 @@ LOW = 0.5         # render: below it a diagnosis is marked "low confidence" and 
 RULE = "rule"
 MARGIN = 2
 HIDDEN = 0.34     # just below SHOW_FULL: the first candidate of "possible:"
+# The levels the ranker and the differentials share (ranker.py, clues.py, symptoms.py, endings.py): defined once here,
+# beside the thresholds they sit under, because the differentials cannot import the ranker that imports them.
+MIN_CONFIDENCE = 0.2   # ranker: at or below it a diagnosis is not listed
+CLUE_ONLY_MAX = 0.3    # ranker: the most a mode gets from clue lines alone
+CANDIDATE = 0.25       # a differential's best candidate of an undecided symptom: below SHOW_FULL, listed with why
+WEAKER = 0.21          # a further candidate (just above MIN_CONFIDENCE, so it is still listed)
 
 # (first mode, basis, named by the ranker): (label was that mode, label UNKNOWN, another label), dev logs whose first
 # answer was below LOW; keys seen once are left out (one log cannot reach MARGIN).

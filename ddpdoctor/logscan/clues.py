@@ -42,11 +42,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ddpdoctor.catalog.model import CLUE, CONSEQUENCE, SYMPTOM, FailureMode
+from ddpdoctor.logscan.calibration import CLUE_ONLY_MAX, MIN_CONFIDENCE
 from ddpdoctor.logscan.differential import DECIDED, SIGNATURES_USED
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
-CLUE_MAX = 0.3         # = ranker.CLUE_ONLY_MAX: the most a clue alone gives a mode
-MIN_CONFIDENCE = 0.2   # = ranker.MIN_CONFIDENCE: at or below it a diagnosis is not listed
+CLUE_MAX = CLUE_ONLY_MAX   # the most a clue alone gives a mode (the ranker's cap)
 MIN_CLUE = 0.2         # clue signatures below it (a framework frame, `exitcode: 1`, a barrier() frame) are in every
 #                        failing log of their kind: handled by user_error.py's rules, never a candidate alone
 MAX_CANDIDATES = 3

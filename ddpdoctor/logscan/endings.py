@@ -45,10 +45,9 @@ from __future__ import annotations
 import re
 
 from ddpdoctor.catalog.model import CLUE
+from ddpdoctor.logscan.calibration import CANDIDATE, WEAKER
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
-CANDIDATE = 0.25   # as symptoms.CANDIDATE (not imported: symptoms imports this module)
-WEAKER = 0.21
 DECIDES = 0.5      # a CUDA error string that names its cause (ranker.DECISIVE)
 
 RECORD = ("`from torch.distributed.elastic.multiprocessing.errors import record` and `@record` on the script's main "
@@ -285,7 +284,7 @@ def _stopped_in_nccl_setup(col: Collector, cand, caps) -> None:
     communicator's creation or its first collective (NCCL prints nothing more until it completes), or the paste stops
     before the error. Nothing in such a log says which; its clue lines (a GeForce card, `NET/IB : No device found`, a
     Windows host), dropped from a log without a failure, are then the candidates, capped at a clue's weight
-    (ranker.CLUE_ONLY_MAX); without any, a hang in the first collective's transport (symptoms.py's reading of a
+    (calibration.CLUE_ONLY_MAX); without any, a hang in the first collective's transport (symptoms.py's reading of a
     timeout at SeqNum <= 2): the GPUs' peer path on one host, the network between several. Dev logs that stop so:
     CONSUMER_GPU_P2P_BROKEN 3, IB_DEVICE_NOT_VISIBLE 3, NCCL_P2P_ACS_IOMMU_HANG 1, WSL_NCCL_UNSUPPORTED 1,
     CUDA_DRIVER_TOO_OLD 1, NCCL_ENV_MISMATCH_ACROSS_NODES 1, UNKNOWN 2."""

@@ -29,7 +29,7 @@ import re
 from typing import Iterable
 
 from ddpdoctor.catalog.model import CAUSE, CLUE, CONSEQUENCE, FailureMode
-from ddpdoctor.logscan.calibration import LOW, RULE, SHOW_FULL, calibrate
+from ddpdoctor.logscan.calibration import CLUE_ONLY_MAX, LOW, MIN_CONFIDENCE, RULE, SHOW_FULL, calibrate
 from ddpdoctor.logscan.clues import clue_candidates
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.native import sigbus_in_nccl
@@ -41,9 +41,7 @@ from ddpdoctor.logscan.rules import (cross_line_rules, deepspeed_teardown, drive
                                      store_barrier_overfull)
 from ddpdoctor.logscan.user_error import cut_traceback_rule, user_code_rule
 
-MIN_CONFIDENCE = 0.2
 MAX_CONFIDENCE = 0.97
-CLUE_ONLY_MAX = 0.3
 CLOSE = 0.05
 DECISIVE = 0.5        # a cause line (or rule) at least this strong can decide a log on its own
 UNDECIDED_MAX = 0.45  # the most a diagnosis without decisive evidence gets: below render.LOW ("low confidence")

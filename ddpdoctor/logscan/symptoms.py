@@ -35,12 +35,11 @@ from __future__ import annotations
 import re
 
 from ddpdoctor.catalog.model import CAUSE, CLUE
+from ddpdoctor.logscan.calibration import CANDIDATE, WEAKER
 from ddpdoctor.logscan.differential import context
 from ddpdoctor.logscan.endings import ending_differential, sigbus_alternative
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
-CANDIDATE = 0.25   # the best candidate of an undecided symptom: below render.SHOW_FULL, so only listed with why
-WEAKER = 0.21      # a further candidate (just above ranker.MIN_CONFIDENCE, so it is still listed)
 DECIDED = 0.5
 # the modes whose lines raise a differential here, and the signatures read by name; tests/test_differential_symptoms.py
 # checks they exist
