@@ -25,10 +25,10 @@ _MODE_KEYS = {"id": str, "title": str, "category": str, "summary": str, "cause":
 _MODE_REQUIRED = ("id", "title", "category", "summary", "cause", "fix", "signatures")
 _FIX_KEYS = {"summary": str, "commands": list, "env": dict, "code": str}
 _SIG_KEYS = {"name": str, "pattern": str, "use": str, "weight": (int, float), "role": str, "example": str,
-             "note": str, "trigger": (str, list), "emitted": list}
+             "note": str, "trigger": (str, list), "emitted": list, "unemitted": str}
 _EMITTED_KEYS = {"source": str, "file": str, "function": str, "versions": str, "template": str, "prefix": str,
                  "values": list}
-_SHARED_KEYS = {"pattern": str, "example": str, "trigger": (str, list)}
+_SHARED_KEYS = {"pattern": str, "example": str, "trigger": (str, list), "emitted": list}
 
 
 class CatalogError(ValueError):
@@ -60,7 +60,22 @@ def load_shared(path: Path = SHARED_FILE) -> dict[str, dict]:
         if not NAME_RE.match(name) or not isinstance(table, dict):
             raise CatalogError(f"{path}: [{name}] must be an UPPER_SNAKE table")
         _keys(f"{path} [{name}]", table, _SHARED_KEYS, ("pattern",))
+        table["emitted"] = _emitted(f"{path} [{name}]", table.get("emitted", ()))
     return data
+
+
+def _emitted(where: str, entries) -> tuple[Emitted, ...]:
+    out = []
+    for j, e in enumerate(entries, 1):
+        if isinstance(e, Emitted):  # a shared table already read
+            out.append(e)
+            continue
+        if not isinstance(e, dict):
+            raise CatalogError(f"{where}: emitted #{j} must be a table")
+        _keys(f"{where} emitted #{j}", e, _EMITTED_KEYS, ("source", "file", "versions", "template"))
+        out.append(Emitted(e["source"], e["file"], e["versions"], e["template"], e.get("function", ""),
+                           e.get("prefix", ""), tuple(str(v) for v in e.get("values", ()))))
+    return tuple(out)
 
 
 def _signature(where: str, t: dict, shared: dict[str, dict]) -> Signature:
@@ -80,17 +95,14 @@ def _signature(where: str, t: dict, shared: dict[str, dict]) -> Signature:
     except re.error as e:
         raise CatalogError(f"{where}: bad pattern {pattern!r}: {e}") from None
     trigger = t.get("trigger", base.get("trigger", ""))
-    emitted = []
-    for j, e in enumerate(t.get("emitted", ()), 1):
-        if not isinstance(e, dict):
-            raise CatalogError(f"{where}: emitted #{j} must be a table")
-        _keys(f"{where} emitted #{j}", e, _EMITTED_KEYS, ("source", "file", "versions", "template"))
-        emitted.append(Emitted(e["source"], e["file"], e["versions"], e["template"], e.get("function", ""),
-                               e.get("prefix", ""), tuple(str(v) for v in e.get("values", ()))))
+    # a `use` of a shared pattern carries the shared table's provenance unless the signature lists its own
+    emitted = _emitted(where, t.get("emitted", ())) or base.get("emitted", ())
+    if emitted and t.get("unemitted"):
+        raise CatalogError(f"{where}: give 'emitted' or 'unemitted' (why no code template is recorded), not both")
     try:
         sig = Signature(pattern, float(t["weight"]), t.get("role", "cause"), t.get("example", base.get("example", "")),
                         t.get("note", ""), tuple(trigger) if isinstance(trigger, list) else trigger, name=t["name"],
-                        emitted=tuple(emitted), shared="use" in t)
+                        emitted=tuple(emitted), shared="use" in t, unemitted=t.get("unemitted", ""))
     except ValueError as e:
         raise CatalogError(f"{where}: {e}") from None
     if sig.example and not sig.regex.search(sig.example):

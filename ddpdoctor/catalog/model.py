@@ -106,6 +106,9 @@ class Signature:
     name: str = ""  # unique within its failure mode: the ranker's cross-line rules refer to it by name
     emitted: tuple[Emitted, ...] = ()  # the code that prints it, per release range (provenance)
     shared: bool = False  # its pattern is one of catalog/shared.toml's: a line several modes print, never decisive
+    # why no `emitted` template is recorded: no code of a public project prints the line as matched (a clue read from
+    # the job's own config echo, a poster's wording, several programs' shared phrase); issue 23 §1 wants one or the other
+    unemitted: str = ""
 
     def __post_init__(self):
         if self.role not in ROLES:
