@@ -124,16 +124,39 @@ def test_the_cause_names_a_process_only_when_proc_backs_it():
 
 
 def test_who_shared_a_cpu_between_two_scans_of_proc():
-    """watch/corescan.py on two scans 10 s apart (pid -> comm, CPU its leader last ran on, CPU ticks, parent):
+    """watch/corescan.py on two scans 10 s apart (pid -> comm, CPU its leader last ran on, CPU ticks, parent, start):
     what sat on CPU 1 at both and used a share of it; not what moved, not the rank's own children (its DataLoader
     workers are its own work), not what hardly ran. (Pids that no longer exist: no affinity, so none is bound.)"""
     from ddpdoctor.watch import corescan
     tck = corescan._TCK
-    old = {4000001: ("stress", 1, 0, 1), 4000002: ("moved", 0, 0, 1), 4000003: ("pt_data_worker", 1, 0, 100),
-           4000004: ("sshd", 1, 0, 1), 100: ("python", 1, 0, 1)}
-    new = {4000001: ("stress", 1, 9 * tck, 1), 4000002: ("moved", 1, 9 * tck, 1),
-           4000003: ("pt_data_worker", 1, 5 * tck, 100), 4000004: ("sshd", 1, tck // 4, 1), 100: ("python", 1, 5 * tck, 1)}
+    old = {4000001: ("stress", 1, 0, 1, 0), 4000002: ("moved", 0, 0, 1, 0), 4000003: ("pt_data_worker", 1, 0, 100, 0),
+           4000004: ("sshd", 1, 0, 1, 0), 100: ("python", 1, 0, 1, 0)}
+    new = {4000001: ("stress", 1, 9 * tck, 1, 0), 4000002: ("moved", 1, 9 * tck, 1, 0),
+           4000003: ("pt_data_worker", 1, 5 * tck, 100, 0), 4000004: ("sshd", 1, tck // 4, 1, 0),
+           100: ("python", 1, 5 * tck, 1, 0)}
     assert corescan.sharing(old, new, 10.0, 1, {100}) == [[4000001, "stress", 0.9, False]]
+
+
+def test_a_process_started_between_the_scans_and_bound_to_the_cpu_counts_over_its_own_life():
+    """A hog started 4 s before the new scan (after the old one: not in it) and bound to the rank's CPU alone is
+    named with its share over its 4 s of life; one that is not bound there, or is younger than MIN_AGE_S, is not.
+    (The lab flake this fixes: a scan from before the hog started made the first difference miss it.)"""
+    import os
+    from ddpdoctor.watch import corescan
+    tck = corescan._TCK
+    me, mask = os.getpid(), os.sched_getaffinity(0)
+    cpu = min(mask)
+    try:
+        os.sched_setaffinity(me, {cpu})   # this process plays the hog bound to one CPU (restored below)
+        up = 1000.0
+        new = {me: ("hog", cpu, int(3.6 * tck), 1, int((up - 4.0) * tck)),          # 90% of a core for 4 s
+               4000005: ("stray", cpu, int(3.6 * tck), 1, int((up - 4.0) * tck))}   # not bound: unproven
+        assert corescan.sharing({}, new, 10.0, cpu, set(), up) == [[me, "hog", 0.9, True]]
+        young = {me: ("hog", cpu, tck, 1, int((up - 1.0) * tck))}              # 1 s old: too few ticks to judge
+        assert corescan.sharing({}, young, 10.0, cpu, set(), up) == []
+        assert corescan.sharing({}, new, 10.0, cpu, set(), None) == []     # no clock to age it by: nothing claimed
+    finally:
+        os.sched_setaffinity(me, mask)
 
 
 def test_the_cpu_table_reads_proc_stat_as_proc5_lays_it_out(tmp_path):
@@ -148,7 +171,8 @@ def test_the_cpu_table_reads_proc_stat_as_proc5_lays_it_out(tmp_path):
     (tmp_path / "78").mkdir()
     (tmp_path / "78" / "stat").write_text("78 (cut\n")   # a short read: skipped, not a crash
     (tmp_path / "self").mkdir()
-    assert proctable.cpu_table(str(tmp_path)) == {77: ("a) b", 3, 42, 1)}
+    assert proctable.cpu_table(str(tmp_path)) == {77: ("a) b", 3, 42, 1, 1234)}
     mine = proctable.cpu_table()[os.getpid()]
     assert mine[3] == os.getppid() and mine[1] in os.sched_getaffinity(0) and mine[2] >= 0
+    assert 0 < mine[4] / proctable.TCK <= proctable.uptime()   # started after boot, before now
     assert proctable.affinity(os.getpid()) == sorted(os.sched_getaffinity(0))

@@ -201,9 +201,9 @@ def activity(pid: int, root: str = "/proc") -> Activity:
 TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100   # the clock ticks of stat's utime/stime
 
 
-def _cpu_stat(pid: str, root: str) -> tuple[str, int, int, int] | None:
-    """(comm, processor, utime+stime ticks, parent pid) of one process (proc(5) stat fields 2, 39, 14+15, 4), None
-    if it is gone. os.open/os.read, not open(): one scan reads every process's stat, so the cheaper call counts."""
+def _cpu_stat(pid: str, root: str) -> tuple[str, int, int, int, int] | None:
+    """(comm, processor, utime+stime ticks, parent pid, start time in ticks after boot) of one process (proc(5) stat
+    fields 2, 39, 14+15, 4, 22), None if it is gone. os.open/os.read, not open(): one scan reads every process's stat, so the cheaper call counts."""
     try:
         fd = os.open(f"{root}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -217,18 +217,28 @@ def _cpu_stat(pid: str, root: str) -> tuple[str, int, int, int] | None:
     if i < 0 or len(rest) < 37:
         return None
     try:
-        return s[i + 1:j], int(rest[36]), int(rest[11]) + int(rest[12]), int(rest[1])
+        return s[i + 1:j], int(rest[36]), int(rest[11]) + int(rest[12]), int(rest[1]), int(rest[19])
     except ValueError:
         return None
 
 
-def cpu_table(root: str = "/proc") -> dict[int, tuple[str, int, int, int]]:
-    """Every process: pid -> (comm, the CPU its leader last ran on, its CPU ticks, its parent)."""
+def cpu_table(root: str = "/proc") -> dict[int, tuple[str, int, int, int, int]]:
+    """Every process: pid -> (comm, the CPU its leader last ran on, its CPU ticks, its parent, its start in ticks
+    after boot)."""
     out = {}
     for name in os.listdir(root):
         if name.isdigit() and (st := _cpu_stat(name, root)) is not None:
             out[int(name)] = st
     return out
+
+
+def uptime(root: str = "/proc") -> float | None:
+    """Seconds since boot (proc(5) /proc/uptime), the clock of stat's start time; None if unreadable."""
+    try:
+        with open(f"{root}/uptime") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def affinity(pid: int) -> list[int] | None:

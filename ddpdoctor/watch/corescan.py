@@ -16,28 +16,37 @@ waits for a CPU (observe.py), at most every SCAN_EVERY_S.
 """
 from __future__ import annotations
 
-from ddpdoctor.probes.proctable import TCK as _TCK, affinity, cpu_table as scan
+from ddpdoctor.probes.proctable import TCK as _TCK, affinity, cpu_table as scan, uptime
 
 SCAN_EVERY_S = 10.0
 SCAN_DELAY = 0.10      # a rank's main thread waited for a CPU at least this share of the last seconds: scan
 NEAR_TOP = 3           # processes kept, the busiest first
+MIN_AGE_S = 2.0        # a process younger than this has too few clock ticks for a share
 
 
-def sharing(old: dict, new: dict, dt: float, cpu: int, skip: set[int]) -> list[list]:
+def sharing(old: dict, new: dict, dt: float, cpu: int, skip: set[int], up: float | None = None) -> list[list]:
     """The processes that shared `cpu` from the old scan to the new one (their leader on it at both, or
     bound to it alone), the busiest first: [pid, comm, share of a core over dt, bound to it alone]. The
-    ranks and their children (DataLoader workers: the rank's own work) are skipped."""
+    ranks and their children (DataLoader workers: the rank's own work) are skipped. A process started
+    between the scans (a stray job started beside the rank) counts when it is bound to `cpu` alone, over
+    its own life (`up`: the new scan's seconds since boot, the clock of its start time) once that is >= MIN_AGE_S."""
     out = []
-    for pid, (comm, c1, t1, ppid) in new.items():
-        if pid in skip or ppid in skip or pid not in old:
+    for pid, (comm, c1, t1, ppid, start) in new.items():
+        if pid in skip or ppid in skip:
             continue
-        _, c0, t0, _ = old[pid]
-        share = max(0, t1 - t0) / _TCK / dt
+        if pid in old:
+            _, c0, t0, _, _ = old[pid]
+            span = dt
+        elif up is not None and (age := up - start / _TCK) >= MIN_AGE_S:
+            c0, t0, span = None, 0, min(dt, age)   # new since the old scan: its whole life, bound ones only
+        else:
+            continue
+        share = max(0, t1 - t0) / _TCK / span
         if share < 0.05:
             continue
         bound = affinity(pid) == [cpu]
         if bound or (c0 == cpu and c1 == cpu):
-            out.append([pid, comm, round(share, 2), bound])
+            out.append([pid, comm, round(min(share, 1.0), 2), bound])
     return sorted(out, key=lambda r: -r[2])[:NEAR_TOP]
 
 
@@ -55,7 +64,7 @@ class CoreScan:
                 self.last = None   # too old to difference against
             return {}
         self.next_t = now + SCAN_EVERY_S
-        cur = scan()
+        cur, up = scan(), uptime()
         out = {}
         if self.last is not None:
             t0, old, cpu0 = self.last
@@ -63,6 +72,6 @@ class CoreScan:
             for pid, (cpu, _) in ranks.items():
                 out[pid] = {"cpu": cpu, "cpus": affinity(pid), "span": round(now - t0, 1),
                             # the rank itself on one CPU at both scans: who else was there
-                            "near": sharing(old, cur, now - t0, cpu, skip) if cpu0.get(pid) == cpu else None}
+                            "near": sharing(old, cur, now - t0, cpu, skip, up) if cpu0.get(pid) == cpu else None}
         self.last = (now, cur, {pid: cpu for pid, (cpu, _) in ranks.items()})
         return out
