@@ -109,11 +109,13 @@ TALLY: dict[tuple[str, str, bool], tuple[int, int, int]] = {
     ('RDZV_STORE_HOST_EXITED', 'FAILED_TO_RECV_GOT_0', True): (1, 0, 1),
     ('RDZV_STORE_HOST_EXITED', 'RENDEZVOUS_CLOSED', True): (1, 1, 0),
     ('SCRIPT_WITHOUT_LAUNCHER', 'KEYERROR_RANK_VARIABLE', True): (5, 0, 0),
+    ('SLURM_NTASKS_MISMATCH', 'rule', True): (2, 0, 0),
     ('USER_CODE_EXCEPTION', 'rule', False): (0, 3, 3),
     ('USER_CODE_EXCEPTION', 'rule', True): (6, 0, 2),
     ('WINDOWS_HOSTS_FILE_REVERSE_NAME', 'SYSTEM_ERROR_10049', False): (0, 1, 1),
     ('WORKER_NATIVE_CRASH', 'OMPI_SIGNAL', False): (0, 1, 1),
     ('WORKER_NATIVE_CRASH', 'TORCHRUN_FAILED_NATIVE_SIGNAL', False): (5, 2, 0),
+    ('WSL_NCCL_UNSUPPORTED', 'rule', False): (2, 0, 0),
 }
 
 
@@ -129,6 +131,7 @@ ORDER: dict[tuple[str, str, str], tuple[int, int]] = {
     ('IB_ROCE_GID_MISMATCH', 'GOT_COMPLETION', 'IB_FABRIC_FAULT'): (1, 1),
     ('RANK_OUT_OF_WORLD_SIZE', 'rule', 'SLURM_NTASKS_MISMATCH'): (0, 1),
     ('USER_CODE_EXCEPTION', 'rule', 'GPU_OUT_OF_MEMORY'): (0, 1),
+    ('WINDOWS_HOSTS_FILE_REVERSE_NAME', 'SYSTEM_ERROR_10049', 'WINDOWS_NO_NCCL_BACKEND'): (0, 1),
 }
 
 
