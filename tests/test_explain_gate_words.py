@@ -35,7 +35,7 @@ def test_the_new_triggers_are_gates_of_their_own_and_found():
 
 @pytest.mark.parametrize("template", [FABRIC, OLD])
 def test_a_rank_printed_twice_and_ranks_never_printed_point_at_the_slurm_task_layout(template):
-    # two nodes, one task each short: both nodes' processes take ranks 0 and 1 of 4 (Lightning-AI/pytorch-lightning#6206)
+    # two nodes, one task each too few: both nodes' processes take ranks 0 and 1 of 4 (pytorch-lightning#6206)
     ex = explain(members(template, [0, 1, 0, 1], 4))
     assert ids(ex)[0] == "SLURM_NTASKS_MISMATCH"
     d = by_id(ex, "SLURM_NTASKS_MISMATCH")

@@ -2,12 +2,13 @@
 
 Every Lightning process prints `Initializing distributed: GLOBAL_RANK: r, MEMBER: r+1/N` as it joins the process group
 (src/lightning/fabric/utilities/distributed.py _init_dist_connection; `initializing ddp: ...` before 1.5): each rank
-once. Lightning computes a process's global rank from Slurm's SLURM_PROCID, node and local ids; when a node runs fewer
-Slurm tasks than Trainer(devices) expects (no `--ntasks-per-node`), the processes of each node take the same ranks:
-the same rank is printed twice while the highest ranks are never printed, and the job hangs waiting for them
-(Lightning-AI/pytorch-lightning#6206, #4389). A rank printed twice with every member up to N present is a log printed
-twice (two handlers, a pasted copy), not this: the rule wants both. Two runs pasted one after the other show the same
-shape, hence a rule below DECISIVE that says what would decide.
+once. When a node runs fewer Slurm tasks than Trainer(devices) asks for, Lightning does not take the job as managed by
+Slurm (its SLURM environment wants one task per device) and starts the missing processes itself on every node, where
+nothing sets a node rank (NODE_RANK defaults to 0): every node's processes take the same global ranks, the same rank
+is printed twice while the highest ranks never are, and the job hangs waiting for them (Lightning-AI/pytorch-lightning
+#6206, #4389). A rank printed twice with every member up to N present is a log printed twice (two handlers, a pasted
+copy), not this: the rule wants both. Two runs pasted one after the other show the same shape, hence a rule below
+DECISIVE that says what would decide.
 """
 from __future__ import annotations
 
