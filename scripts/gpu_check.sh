@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU tests (tests/test_device_gpu.py) on a machine with an NVIDIA GPU and torch+CUDA but no
+# The GPU tests (tests/*_gpu.py) on a machine with an NVIDIA GPU and torch+CUDA but no
 # internet: installs ddpdoctor's other dependencies from a carried wheel folder, runs from the tree.
 #   DDPDOCTOR_WHEELS=<folder of wheels> bash scripts/gpu_check.sh [pytest args]
 # Build the folder where there is internet, for the device's Python:
@@ -14,4 +14,4 @@ WH=${DDPDOCTOR_WHEELS:-.gpuwh}
 export PATH="$HOME/.local/bin:$PATH" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi -L
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count(), 'nccl', torch.cuda.nccl.version())"
-exec "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA tests/test_device_gpu.py "$@"
+exec "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA tests/*_gpu.py "$@"
