@@ -40,8 +40,7 @@ from ddpdoctor.logscan.nextline import MAX_TEXT, _following, _joined, _line_end,
 # re-exported: tests and ranker.py read them here
 from ddpdoctor.logscan.origin import _MSG_RANK, _NCCL_ORIGIN, _NOT_HOST, _PREFIX, _unmarked, split_origin  # noqa: F401
 from ddpdoctor.logscan.reader import CHUNK, blocks
-
-MAX_WINDOW = 8192   # bytes around a hit taken from an overlong line
+from ddpdoctor.logscan.spans import MAX_WINDOW, line_spans
 
 @dataclass(frozen=True)
 class Rule:
@@ -60,7 +59,7 @@ class ScanStats:
     lines: int = 0
 
 
-@dataclass
+@dataclass(slots=True)   # one per matched line: cheaper to make and to read
 class LineMatch:
     line: int
     text: str            # the whole line, trimmed to MAX_TEXT characters
@@ -110,6 +109,7 @@ class Matcher:
         self._hits: dict[bytes, tuple] = {}
         self._lines: dict[bytes, tuple] = {}
         self._pairs: dict[bytes, list] = {}
+        self._gates_of: dict[bytes, frozenset] = {}   # spans.line_spans: a short line's gate words
 
     def _gate_checks(self, gate: bytes) -> list:
         """A _Row per trigger of `gate`, in the gate's order, and one automaton of them all for a gate of many."""
@@ -211,48 +211,40 @@ class Matcher:
 
     def _scan_block(self, data: bytes, first_line: int, saturated=frozenset()) -> Iterator[LineMatch]:
         low = data.lower()
-        spans: dict[int, tuple[int, set[bytes]]] = {}  # line start -> (line end, gates hit)
-        for start, end, _pos, gate in self._all_gate_hits(low):
-            entry = spans.get(start)
-            if entry is None:
-                spans[start] = (end, {gate})
-            else:
-                entry[1].add(gate)
-                if end > entry[0]:
-                    spans[start] = (end, entry[1])
+        spans = line_spans(self, low)
         if not spans:
             return
         line = first_line
         counted = 0
         skipped: list[tuple[int, int, int, dict]] = []   # (line, start, end, rules) not searched: all saturated
         matched: dict[int, int] = {}                       # rule index -> last line of this block it matched
-        for start in sorted(spans):
-            end, gates = spans[start]
-            segment = low[start:end]
+        for start, end, gates in spans:
+            raw = segment = low[start:end]
             if b"**" in segment:  # Markdown bold a poster put in a pasted log: the words, not the markers (_unmarked)
                 segment = segment.replace(b"**", b"")
-            raw = low[start:end]
             known = self._hits.get(raw) if end - start <= CACHE_LINE else None
             if known is None:
-                known = self._rules_for(low, start, end, gates, segment)
+                hits, ruled_out = self._rules_for(low, start, end, gates, segment)
+                # with the indexes of all the rules its triggers name (the saturated check below)
+                known = (hits, ruled_out, frozenset(hits).union([r.index for r in ruled_out]))
                 if end - start <= CACHE_LINE:
                     if len(self._hits) >= CACHE_SIZE:
                         self._hits.clear()
                     self._hits[raw] = known
-            hits, ruled_out = known
+            hits, ruled_out, named = known
             if not hits and not ruled_out:
                 continue
             line += data.count(b"\n", counted, start)
             counted = start
+            two = None   # _two_lines, once a branch needed it
             # skipped as saturated exactly when it was before the needs checks: by all the rules its triggers name
-            if saturated and hits.keys() <= saturated and all(r.index in saturated for r in ruled_out) \
-                    and not _two_lines(data, low, start, end):
+            if saturated and named <= saturated and not (two := _two_lines(data, low, start, end)):
                 if hits:
                     skipped.append((line, start, end, hits))
                 continue
-            if not hits and not _two_lines(data, low, start, end):
+            if not hits and not (two if two is not None else (two := _two_lines(data, low, start, end))):
                 continue   # no rule can match this line alone, and none joined with the next (_wrapped)
-            lm = self._search_line(data, low, start, end, line, gates, segment, hits.values())
+            lm = self._search_line(data, low, start, end, line, gates, segment, hits.values(), two)
             if lm is not None:
                 for rule, _ in lm.matches:
                     matched[rule.index] = line
@@ -314,7 +306,7 @@ class Matcher:
         # of two tied rules a diagnosis names as its basis must not change from one run to the next
         return dict(sorted(hits.items())), ruled_out
 
-    def _search_line(self, data, low, start, end, line, gates, segment, rules) -> LineMatch | None:
+    def _search_line(self, data, low, start, end, line, gates, segment, rules, two=None) -> LineMatch | None:
         """The line's matches: its own (decoded, who wrote it, the rules' groups), then what reads the next line
         (a fact's `follow`, a message wrapped in two: _wrapped). From _scan_block (`low` given) the line's own are a
         function of its bytes, and so are the rules searched (_rules_for): a log that repeats lines (every rank
@@ -337,7 +329,7 @@ class Matcher:
                 groups["after"] = _following(data, end, rule.fact.follow)
             found.append((rule, groups))
         if wraps:
-            found += self._wrapped(data, low, start, end, gates, body, segment)
+            found += self._wrapped(data, low, start, end, gates, body, segment, two)
         return LineMatch(line, text, host, rank, found) if found else None
 
     def _own(self, data, start, end, rules) -> tuple:
@@ -375,11 +367,13 @@ class Matcher:
                 break
         yield from (found[k] for k in sorted(found))
 
-    def _wrapped(self, data: bytes, low: bytes, start: int, end: int, gates, body: str, segment: bytes) -> list:
+    def _wrapped(self, data: bytes, low: bytes, start: int, end: int, gates, body: str, segment: bytes,
+                 two: bytes | None = None) -> list:
         """A message a terminal or a poster wrapped in two lines, as a person reads it: when no catalog
         signature matched this line alone, the ones that match it with the next line joined on (only when
-        the next line reads as the rest of this one, and the match needs both lines)."""
-        two = _two_lines(data, low, start, end)
+        the next line reads as the rest of this one, and the match needs both lines). `two`: _two_lines when known."""
+        if two is None:
+            two = _two_lines(data, low, start, end)
         if not two:
             return []
         nxt = data.find(b"\n", end + 1)
