@@ -23,8 +23,6 @@ both give the same hits.
 """
 from __future__ import annotations
 
-import heapq
-
 import os
 import re
 from dataclasses import dataclass
@@ -40,7 +38,7 @@ from ddpdoctor.logscan.nextline import MAX_TEXT, _following, _joined, _line_end,
 # re-exported: tests and ranker.py read them here
 from ddpdoctor.logscan.origin import _MSG_RANK, _NCCL_ORIGIN, _NOT_HOST, _PREFIX, _unmarked, split_origin  # noqa: F401
 from ddpdoctor.logscan.reader import CHUNK, blocks
-from ddpdoctor.logscan.spans import MAX_WINDOW, line_spans
+from ddpdoctor.logscan.spans import MAX_WINDOW, ac_gate_hits, gate_hits, line_spans  # noqa: F401 - tests
 
 @dataclass(frozen=True)
 class Rule:
@@ -109,6 +107,7 @@ class Matcher:
         self._hits: dict[bytes, tuple] = {}
         self._lines: dict[bytes, tuple] = {}
         self._pairs: dict[bytes, list] = {}
+        self._whole: dict[bytes, tuple] = {}   # a line with the next one -> all its matches (_search_line)
         self._gates_of: dict[bytes, frozenset] = {}   # spans.line_spans: a short line's gate words
 
     def _gate_checks(self, gate: bytes) -> list:
@@ -144,53 +143,11 @@ class Matcher:
 
     def _gate_hits(self, low: bytes, gates: list[bytes]) -> list[tuple[int, int, int, bytes]]:
         """(line start, line end, hit, gate) for every hit of `gates` in `low`; one memmem pass a gate."""
-        find, n = self.find, len(low)
-        out = []
-        for gate in gates:
-            pos = find(low, gate, 0)
-            while pos != -1:
-                nl = low.rfind(b"\n", 0, pos) + 1
-                start = low.rfind(b"\r", nl, pos) + 1 or nl  # a bare CR (progress bars) also ends a line
-                end = _line_end(low, pos, n)
-                if end - start > MAX_WINDOW:  # an overlong line: look only around the hit
-                    start = max(start, pos - MAX_WINDOW // 2)
-                    end = min(end, pos + MAX_WINDOW // 2)
-                out.append((start, end, pos, gate))
-                pos = find(low, gate, end)
-        return out
+        return gate_hits(self.find, low, gates)
 
     def _ac_gate_hits(self, low: bytes) -> list[tuple[int, int, int, bytes]]:
-        """What `_gate_hits` returns (up to order), from Aho-Corasick passes. A leftmost-first pass over the
-        block finds the lines holding any gate word (an occurrence it skips overlaps one it reports, and no
-        gate word spans a line end, so that one is in the same line); only those lines get the overlapping
-        pass, where each gate keeps the occurrences a memmem pass would stop at: the first at or after the
-        end of its previous hit (lines are independent: a hit's end never passes its line's end)."""
-        gates, n = self._gate_list, len(low)
-        firsts, every = self._ac
-        view = memoryview(low)
-        out = []
-        done = 0
-        starts = ([pos for _, pos, _ in firsts[0].find_matches_as_indexes(low)] if len(firsts) == 1 else
-                  heapq.merge(*([pos for _, pos, _ in f.find_matches_as_indexes(low)] for f in firsts)))
-        for pos in starts:
-            if pos < done:
-                continue
-            nl = low.rfind(b"\n", 0, pos) + 1
-            line_start = low.rfind(b"\r", nl, pos) + 1 or nl  # a bare CR (progress bars) also ends a line
-            line_end = _line_end(low, pos, n)
-            resume: dict[int, int] = {}
-            for g, hit, _ in every.find_matches_as_indexes(view[line_start:line_end], overlapping=True):
-                hit += line_start
-                if hit < resume.get(g, 0):
-                    continue
-                start, end = line_start, line_end
-                if end - start > MAX_WINDOW:  # an overlong line: look only around the hit
-                    start = max(start, hit - MAX_WINDOW // 2)
-                    end = min(end, hit + MAX_WINDOW // 2)
-                out.append((start, end, hit, gates[g]))
-                resume[g] = end
-            done = line_end
-        return out
+        """What `_gate_hits` returns (up to order), from Aho-Corasick passes (spans.ac_gate_hits)."""
+        return ac_gate_hits(self._ac, self._gate_list, low)
 
     def _all_gate_hits(self, low: bytes) -> list[tuple[int, int, int, bytes]]:
         """The gate passes are most of the scan's cost, and memmem through ctypes runs without the
@@ -310,8 +267,18 @@ class Matcher:
         """The line's matches: its own (decoded, who wrote it, the rules' groups), then what reads the next line
         (a fact's `follow`, a message wrapped in two: _wrapped). From _scan_block (`low` given) the line's own are a
         function of its bytes, and so are the rules searched (_rules_for): a log that repeats lines (every rank
-        printing the same traceback) decodes and searches each distinct line once while it is in the bounded cache."""
+        printing the same traceback) decodes and searches each distinct line once while it is in the bounded cache.
+        So are all its matches, given the next line too (the most a `follow` of one line and _wrapped read; a line
+        ends at its first CR or LF, so the line and the rest are told apart in the key): a traceback's frame line with
+        its source line under it is looked up whole."""
+        whole = None
         if low and end - start <= CACHE_LINE:
+            nxt = data.find(b"\n", end + 1)
+            whole = data[start:len(data) if nxt == -1 else nxt]
+            known = self._whole.get(whole) if len(whole) <= 2 * CACHE_LINE else None
+            if known is not None:
+                text, host, rank, found = known
+                return LineMatch(line, text, host, rank, [(r, dict(g)) for r, g in found]) if found else None
             key = data[start:end]
             own = self._lines.get(key)
             if own is None:
@@ -330,6 +297,11 @@ class Matcher:
             found.append((rule, groups))
         if wraps:
             found += self._wrapped(data, low, start, end, gates, body, segment, two)
+        if whole is not None and len(whole) <= 2 * CACHE_LINE and \
+                all(r.fact is None or r.fact.follow <= 1 for r, _ in local):   # (a follow of more: not in the key)
+            if len(self._whole) >= CACHE_SIZE:
+                self._whole.clear()
+            self._whole[whole] = (text, host, rank, [(r, dict(g)) for r, g in found])
         return LineMatch(line, text, host, rank, found) if found else None
 
     def _own(self, data, start, end, rules) -> tuple:

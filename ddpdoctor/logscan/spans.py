@@ -84,3 +84,55 @@ def _windows(low: bytes, line_start: int, line_end: int, every, gates) -> list[t
         out.append((start, end, hit, gates[g]))
         resume[g] = end
     return out
+
+
+def gate_hits(find, low: bytes, gates: list[bytes]) -> list[tuple[int, int, int, bytes]]:
+    """(line start, line end, hit, gate) for every hit of `gates` in `low`; one memmem pass a gate."""
+    n = len(low)
+    out = []
+    for gate in gates:
+        pos = find(low, gate, 0)
+        while pos != -1:
+            nl = low.rfind(b"\n", 0, pos) + 1
+            start = low.rfind(b"\r", nl, pos) + 1 or nl  # a bare CR (progress bars) also ends a line
+            end = _line_end(low, pos, n)
+            if end - start > MAX_WINDOW:  # an overlong line: look only around the hit
+                start = max(start, pos - MAX_WINDOW // 2)
+                end = min(end, pos + MAX_WINDOW // 2)
+            out.append((start, end, pos, gate))
+            pos = find(low, gate, end)
+    return out
+
+
+def ac_gate_hits(ac, gates: list[bytes], low: bytes) -> list[tuple[int, int, int, bytes]]:
+    """What gate_hits returns (up to order), from Aho-Corasick passes. A leftmost-first pass over the
+    block finds the lines holding any gate word (an occurrence it skips overlaps one it reports, and no
+    gate word spans a line end, so that one is in the same line); only those lines get the overlapping
+    pass, where each gate keeps the occurrences a memmem pass would stop at: the first at or after the
+    end of its previous hit (lines are independent: a hit's end never passes its line's end)."""
+    n = len(low)
+    firsts, every = ac
+    view = memoryview(low)
+    out = []
+    done = 0
+    starts = ([pos for _, pos, _ in firsts[0].find_matches_as_indexes(low)] if len(firsts) == 1 else
+              heapq.merge(*([pos for _, pos, _ in f.find_matches_as_indexes(low)] for f in firsts)))
+    for pos in starts:
+        if pos < done:
+            continue
+        nl = low.rfind(b"\n", 0, pos) + 1
+        line_start = low.rfind(b"\r", nl, pos) + 1 or nl  # a bare CR (progress bars) also ends a line
+        line_end = _line_end(low, pos, n)
+        resume: dict[int, int] = {}
+        for g, hit, _ in every.find_matches_as_indexes(view[line_start:line_end], overlapping=True):
+            hit += line_start
+            if hit < resume.get(g, 0):
+                continue
+            start, end = line_start, line_end
+            if end - start > MAX_WINDOW:  # an overlong line: look only around the hit
+                start = max(start, hit - MAX_WINDOW // 2)
+                end = min(end, hit + MAX_WINDOW // 2)
+            out.append((start, end, hit, gates[g]))
+            resume[g] = end
+        done = line_end
+    return out
