@@ -177,10 +177,10 @@ class Matcher:
         matched: dict[int, int] = {}                       # rule index -> last line of this block it matched
         for start, end, gates in spans:
             raw = segment = low[start:end]
-            if b"**" in segment:  # Markdown bold a poster put in a pasted log: the words, not the markers (_unmarked)
-                segment = segment.replace(b"**", b"")
             known = self._hits.get(raw) if end - start <= CACHE_LINE else None
             if known is None:
+                if b"**" in segment:  # Markdown bold a poster put in a pasted log: the words, not the markers
+                    segment = segment.replace(b"**", b"")   # (_unmarked); only _rules_for reads `segment`
                 hits, ruled_out = self._rules_for(low, start, end, gates, segment)
                 # with the indexes of all the rules its triggers name (the saturated check below)
                 known = (hits, ruled_out, frozenset(hits).union([r.index for r in ruled_out]))
@@ -201,6 +201,18 @@ class Matcher:
                 continue
             if not hits and not (two if two is not None else (two := _two_lines(data, low, start, end))):
                 continue   # no rule can match this line alone, and none joined with the next (_wrapped)
+            if end - start <= CACHE_LINE:   # _search_line's look-up of the line with the next one, here (per line)
+                nxt = data.find(b"\n", end + 1, start + 2 * CACHE_LINE + 1)   # _pair_end, inline (per line)
+                if nxt == -1 and len(data) <= start + 2 * CACHE_LINE:
+                    nxt = len(data)
+                known = self._whole.get(data[start:nxt]) if nxt != -1 else None
+                if known is not None:
+                    text, host, rank, found = known
+                    if found:
+                        for rule, _ in found:
+                            matched[rule.index] = line
+                        yield LineMatch(line, text, host, rank, [(r, dict(g)) for r, g in found])
+                    continue
             lm = self._search_line(data, low, start, end, line, gates, segment, hits.values(), two)
             if lm is not None:
                 for rule, _ in lm.matches:
@@ -273,9 +285,9 @@ class Matcher:
         its source line under it is looked up whole."""
         whole = None
         if low and end - start <= CACHE_LINE:
-            nxt = data.find(b"\n", end + 1)
-            whole = data[start:len(data) if nxt == -1 else nxt]
-            known = self._whole.get(whole) if len(whole) <= 2 * CACHE_LINE else None
+            nxt = _pair_end(data, start, end)
+            whole = data[start:nxt] if nxt != -1 else None
+            known = self._whole.get(whole) if whole is not None else None
             if known is not None:
                 text, host, rank, found = known
                 return LineMatch(line, text, host, rank, [(r, dict(g)) for r, g in found]) if found else None
@@ -297,7 +309,7 @@ class Matcher:
             found.append((rule, groups))
         if wraps:
             found += self._wrapped(data, low, start, end, gates, body, segment, two)
-        if whole is not None and len(whole) <= 2 * CACHE_LINE and \
+        if whole is not None and \
                 all(r.fact is None or r.fact.follow <= 1 for r, _ in local):   # (a follow of more: not in the key)
             if len(self._whole) >= CACHE_SIZE:
                 self._whole.clear()
@@ -387,6 +399,16 @@ class Matcher:
 
 
 _UNSEEN = object()
+
+
+def _pair_end(data: bytes, start: int, end: int) -> int:
+    """Where the line after the one at start:end ends (the key of Matcher._whole is data[start:that]), or -1 when the
+    two are longer than 2 * CACHE_LINE bytes (never kept: the look-up would cost a long slice)."""
+    lim = start + 2 * CACHE_LINE
+    nxt = data.find(b"\n", end + 1, lim + 1)
+    if nxt == -1 and len(data) <= lim:
+        return len(data)   # no line end after it in the block
+    return nxt
 
 
 # A trigger's needs are derived (~0.3 ms a pattern: the regex parser) once this many lines held it: a short log

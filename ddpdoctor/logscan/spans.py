@@ -48,12 +48,19 @@ def line_spans(m: Matcher, low: bytes) -> list[tuple[int, int, frozenset[bytes] 
     done = 0
     starts = ([pos for _, pos, _ in firsts[0].find_matches_as_indexes(low)] if len(firsts) == 1 else
               heapq.merge(*([pos for _, pos, _ in f.find_matches_as_indexes(low)] for f in firsts)))
+    cr = b"\r" in low   # most blocks have none: then a line ends only at LF
     for pos in starts:
         if pos < done:
             continue
-        nl = low.rfind(b"\n", 0, pos) + 1
-        start = low.rfind(b"\r", nl, pos) + 1 or nl  # a bare CR (progress bars) also ends a line
-        end = done = _line_end(low, pos, n)
+        start = low.rfind(b"\n", 0, pos) + 1
+        if cr:
+            start = low.rfind(b"\r", start, pos) + 1 or start  # a bare CR (progress bars) also ends a line
+            end = _line_end(low, pos, n)
+        else:
+            end = low.find(b"\n", pos)
+            if end == -1:
+                end = n
+        done = end
         if end - start > MAX_WINDOW:
             out += from_hits(_windows(low, start, end, every, gates))
             continue
