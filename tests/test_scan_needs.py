@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from ddpdoctor import catalog
-from ddpdoctor.logscan import linear
+from ddpdoctor.logscan import linear, spans
 from ddpdoctor.logscan import matcher as M
 from ddpdoctor.logscan.linear import TRUE, needs
 from ddpdoctor.logscan.matcher import Matcher, split_origin
@@ -91,6 +91,9 @@ def _traceback_log() -> bytes:
             f"[rank{r}]: RuntimeError: The server socket has failed to listen on any local\n"
             # the same line wrapped before the rest of its message (c10d's, MASTER_PORT_IN_USE), or followed by another
             f"{('network address.', 'call failed')[(i + k) % 2]}\n"
+            # a frame line whose source line under it differs, or ends in a CR (the whole-line cache's key)
+            f'[rank{r}]:   File "/home/u/train.py", line 7, in step\n[rank{r}]:     {("loss.backward()", "opt.step()")[k % 2]}'
+            f'{chr(13) if k == 2 else ""}\n'
             for k in range(3)).encode())
     return b"\n".join(parts)
 
@@ -106,9 +109,10 @@ def test_the_scan_with_its_caches_and_needs_finds_what_it_finds_without(monkeypa
     cached = [_scan(Matcher(catalog.failures()), data, chunk) for chunk in (4096, 1 << 22)]
     monkeypatch.setattr(M, "BUILD_AFTER", 1 << 40)   # never: every rule whose trigger the line holds is searched
     monkeypatch.setattr(M, "CACHE_LINE", -1)   # nothing is short enough to be cached
+    monkeypatch.setattr(spans, "GATES_LINE", -1)
     fresh = Matcher(catalog.failures())
     plain = [_scan(fresh, data, chunk) for chunk in (4096, 1 << 22)]
-    assert not fresh._lines and not fresh._pairs and not fresh._hits
+    assert not fresh._lines and not fresh._pairs and not fresh._hits and not fresh._whole and not fresh._gates_of
     assert cached == plain
     assert sum(len(lm[4]) for lm in plain[1]) > 500
     wrapped = [lm for lm in plain[1] if "failed to listen" in lm[1] and len(lm[4]) > 1]
@@ -122,4 +126,5 @@ def test_the_per_line_caches_stay_bounded(monkeypatch):
                    for i in range(3000)).encode()
     found = _scan(m, data, 1 << 16)
     assert len(found) == 6000
-    assert 0 < len(m._lines) <= 50 and 0 < len(m._hits) <= 50 and len(m._pairs) <= 50
+    assert 0 < len(m._lines) <= 50 and 0 < len(m._hits) <= 50 and len(m._pairs) <= 50 and 0 < len(m._whole) <= 50
+    assert 0 < len(m._gates_of) <= spans.GATES_SIZE

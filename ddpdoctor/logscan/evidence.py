@@ -29,7 +29,7 @@ class SigStats:
     values: list[tuple[dict, str | None, int | None]] = field(default_factory=list)  # (groups, host, rank)
 
 
-@dataclass
+@dataclass(slots=True)   # one per matched line: cheaper to make and to read
 class FactValue:
     value: dict
     line: int
@@ -64,8 +64,14 @@ class Collector:
 
     def add(self, lm: LineMatch) -> None:
         # a line a catalog cause/symptom explains is not an unexplained exception of the job's code
-        explained = any(r.fact is None and r.signature is not None and r.signature.role != CLUE for r, _ in lm.matches)
-        if self.user.raised and not any(r.fact is not None and r.fact.name == "exception" for r, _ in lm.matches):
+        explained = exception = False
+        for r, _ in lm.matches:   # one pass (per matched line: a log of tracebacks has many)
+            if r.fact is None:
+                explained = explained or (r.signature is not None and r.signature.role != CLUE)
+            elif r.fact.name == "exception":
+                exception = True
+        # (Tracker.next_line reads only the line right under the last exception kept)
+        if self.user.raised and not exception and lm.line == self.user.raised[-1].ev.line + 1:
             self.user.next_line(Evidence(lm.line, lm.text, lm.host, lm.rank), explained)
         for rule, groups in lm.matches:
             if rule.fact is not None:

@@ -23,8 +23,6 @@ both give the same hits.
 """
 from __future__ import annotations
 
-import heapq
-
 import os
 import re
 from dataclasses import dataclass
@@ -40,8 +38,7 @@ from ddpdoctor.logscan.nextline import MAX_TEXT, _following, _joined, _line_end,
 # re-exported: tests and ranker.py read them here
 from ddpdoctor.logscan.origin import _MSG_RANK, _NCCL_ORIGIN, _NOT_HOST, _PREFIX, _unmarked, split_origin  # noqa: F401
 from ddpdoctor.logscan.reader import CHUNK, blocks
-
-MAX_WINDOW = 8192   # bytes around a hit taken from an overlong line
+from ddpdoctor.logscan.spans import MAX_WINDOW, ac_gate_hits, gate_hits, line_spans  # noqa: F401 - tests
 
 @dataclass(frozen=True)
 class Rule:
@@ -60,7 +57,7 @@ class ScanStats:
     lines: int = 0
 
 
-@dataclass
+@dataclass(slots=True)   # one per matched line: cheaper to make and to read
 class LineMatch:
     line: int
     text: str            # the whole line, trimmed to MAX_TEXT characters
@@ -110,6 +107,8 @@ class Matcher:
         self._hits: dict[bytes, tuple] = {}
         self._lines: dict[bytes, tuple] = {}
         self._pairs: dict[bytes, list] = {}
+        self._whole: dict[bytes, tuple] = {}   # a line with the next one -> all its matches (_search_line)
+        self._gates_of: dict[bytes, frozenset] = {}   # spans.line_spans: a short line's gate words
 
     def _gate_checks(self, gate: bytes) -> list:
         """A _Row per trigger of `gate`, in the gate's order, and one automaton of them all for a gate of many."""
@@ -144,53 +143,11 @@ class Matcher:
 
     def _gate_hits(self, low: bytes, gates: list[bytes]) -> list[tuple[int, int, int, bytes]]:
         """(line start, line end, hit, gate) for every hit of `gates` in `low`; one memmem pass a gate."""
-        find, n = self.find, len(low)
-        out = []
-        for gate in gates:
-            pos = find(low, gate, 0)
-            while pos != -1:
-                nl = low.rfind(b"\n", 0, pos) + 1
-                start = low.rfind(b"\r", nl, pos) + 1 or nl  # a bare CR (progress bars) also ends a line
-                end = _line_end(low, pos, n)
-                if end - start > MAX_WINDOW:  # an overlong line: look only around the hit
-                    start = max(start, pos - MAX_WINDOW // 2)
-                    end = min(end, pos + MAX_WINDOW // 2)
-                out.append((start, end, pos, gate))
-                pos = find(low, gate, end)
-        return out
+        return gate_hits(self.find, low, gates)
 
     def _ac_gate_hits(self, low: bytes) -> list[tuple[int, int, int, bytes]]:
-        """What `_gate_hits` returns (up to order), from Aho-Corasick passes. A leftmost-first pass over the
-        block finds the lines holding any gate word (an occurrence it skips overlaps one it reports, and no
-        gate word spans a line end, so that one is in the same line); only those lines get the overlapping
-        pass, where each gate keeps the occurrences a memmem pass would stop at: the first at or after the
-        end of its previous hit (lines are independent: a hit's end never passes its line's end)."""
-        gates, n = self._gate_list, len(low)
-        firsts, every = self._ac
-        view = memoryview(low)
-        out = []
-        done = 0
-        starts = ([pos for _, pos, _ in firsts[0].find_matches_as_indexes(low)] if len(firsts) == 1 else
-                  heapq.merge(*([pos for _, pos, _ in f.find_matches_as_indexes(low)] for f in firsts)))
-        for pos in starts:
-            if pos < done:
-                continue
-            nl = low.rfind(b"\n", 0, pos) + 1
-            line_start = low.rfind(b"\r", nl, pos) + 1 or nl  # a bare CR (progress bars) also ends a line
-            line_end = _line_end(low, pos, n)
-            resume: dict[int, int] = {}
-            for g, hit, _ in every.find_matches_as_indexes(view[line_start:line_end], overlapping=True):
-                hit += line_start
-                if hit < resume.get(g, 0):
-                    continue
-                start, end = line_start, line_end
-                if end - start > MAX_WINDOW:  # an overlong line: look only around the hit
-                    start = max(start, hit - MAX_WINDOW // 2)
-                    end = min(end, hit + MAX_WINDOW // 2)
-                out.append((start, end, hit, gates[g]))
-                resume[g] = end
-            done = line_end
-        return out
+        """What `_gate_hits` returns (up to order), from Aho-Corasick passes (spans.ac_gate_hits)."""
+        return ac_gate_hits(self._ac, self._gate_list, low)
 
     def _all_gate_hits(self, low: bytes) -> list[tuple[int, int, int, bytes]]:
         """The gate passes are most of the scan's cost, and memmem through ctypes runs without the
@@ -211,48 +168,52 @@ class Matcher:
 
     def _scan_block(self, data: bytes, first_line: int, saturated=frozenset()) -> Iterator[LineMatch]:
         low = data.lower()
-        spans: dict[int, tuple[int, set[bytes]]] = {}  # line start -> (line end, gates hit)
-        for start, end, _pos, gate in self._all_gate_hits(low):
-            entry = spans.get(start)
-            if entry is None:
-                spans[start] = (end, {gate})
-            else:
-                entry[1].add(gate)
-                if end > entry[0]:
-                    spans[start] = (end, entry[1])
+        spans = line_spans(self, low)
         if not spans:
             return
         line = first_line
         counted = 0
         skipped: list[tuple[int, int, int, dict]] = []   # (line, start, end, rules) not searched: all saturated
         matched: dict[int, int] = {}                       # rule index -> last line of this block it matched
-        for start in sorted(spans):
-            end, gates = spans[start]
-            segment = low[start:end]
-            if b"**" in segment:  # Markdown bold a poster put in a pasted log: the words, not the markers (_unmarked)
-                segment = segment.replace(b"**", b"")
-            raw = low[start:end]
+        for start, end, gates in spans:
+            raw = segment = low[start:end]
             known = self._hits.get(raw) if end - start <= CACHE_LINE else None
             if known is None:
-                known = self._rules_for(low, start, end, gates, segment)
+                if b"**" in segment:  # Markdown bold a poster put in a pasted log: the words, not the markers
+                    segment = segment.replace(b"**", b"")   # (_unmarked); only _rules_for reads `segment`
+                hits, ruled_out = self._rules_for(low, start, end, gates, segment)
+                # with the indexes of all the rules its triggers name (the saturated check below)
+                known = (hits, ruled_out, frozenset(hits).union([r.index for r in ruled_out]))
                 if end - start <= CACHE_LINE:
                     if len(self._hits) >= CACHE_SIZE:
                         self._hits.clear()
                     self._hits[raw] = known
-            hits, ruled_out = known
+            hits, ruled_out, named = known
             if not hits and not ruled_out:
                 continue
             line += data.count(b"\n", counted, start)
             counted = start
+            two = None   # _two_lines, once a branch needed it
             # skipped as saturated exactly when it was before the needs checks: by all the rules its triggers name
-            if saturated and hits.keys() <= saturated and all(r.index in saturated for r in ruled_out) \
-                    and not _two_lines(data, low, start, end):
+            if saturated and named <= saturated and not (two := _two_lines(data, low, start, end)):
                 if hits:
                     skipped.append((line, start, end, hits))
                 continue
-            if not hits and not _two_lines(data, low, start, end):
+            if not hits and not (two if two is not None else (two := _two_lines(data, low, start, end))):
                 continue   # no rule can match this line alone, and none joined with the next (_wrapped)
-            lm = self._search_line(data, low, start, end, line, gates, segment, hits.values())
+            if end - start <= CACHE_LINE:   # _search_line's look-up of the line with the next one, here (per line)
+                nxt = data.find(b"\n", end + 1, start + 2 * CACHE_LINE + 1)   # _pair_end, inline (per line)
+                if nxt == -1 and len(data) <= start + 2 * CACHE_LINE:
+                    nxt = len(data)
+                known = self._whole.get(data[start:nxt]) if nxt != -1 else None
+                if known is not None:
+                    text, host, rank, found = known
+                    if found:
+                        for rule, _ in found:
+                            matched[rule.index] = line
+                        yield LineMatch(line, text, host, rank, [(r, dict(g)) for r, g in found])
+                    continue
+            lm = self._search_line(data, low, start, end, line, gates, segment, hits.values(), two)
             if lm is not None:
                 for rule, _ in lm.matches:
                     matched[rule.index] = line
@@ -314,12 +275,22 @@ class Matcher:
         # of two tied rules a diagnosis names as its basis must not change from one run to the next
         return dict(sorted(hits.items())), ruled_out
 
-    def _search_line(self, data, low, start, end, line, gates, segment, rules) -> LineMatch | None:
+    def _search_line(self, data, low, start, end, line, gates, segment, rules, two=None) -> LineMatch | None:
         """The line's matches: its own (decoded, who wrote it, the rules' groups), then what reads the next line
         (a fact's `follow`, a message wrapped in two: _wrapped). From _scan_block (`low` given) the line's own are a
         function of its bytes, and so are the rules searched (_rules_for): a log that repeats lines (every rank
-        printing the same traceback) decodes and searches each distinct line once while it is in the bounded cache."""
+        printing the same traceback) decodes and searches each distinct line once while it is in the bounded cache.
+        So are all its matches, given the next line too (the most a `follow` of one line and _wrapped read; a line
+        ends at its first CR or LF, so the line and the rest are told apart in the key): a traceback's frame line with
+        its source line under it is looked up whole."""
+        whole = None
         if low and end - start <= CACHE_LINE:
+            nxt = _pair_end(data, start, end)
+            whole = data[start:nxt] if nxt != -1 else None
+            known = self._whole.get(whole) if whole is not None else None
+            if known is not None:
+                text, host, rank, found = known
+                return LineMatch(line, text, host, rank, [(r, dict(g)) for r, g in found]) if found else None
             key = data[start:end]
             own = self._lines.get(key)
             if own is None:
@@ -337,7 +308,12 @@ class Matcher:
                 groups["after"] = _following(data, end, rule.fact.follow)
             found.append((rule, groups))
         if wraps:
-            found += self._wrapped(data, low, start, end, gates, body, segment)
+            found += self._wrapped(data, low, start, end, gates, body, segment, two)
+        if whole is not None and \
+                all(r.fact is None or r.fact.follow <= 1 for r, _ in local):   # (a follow of more: not in the key)
+            if len(self._whole) >= CACHE_SIZE:
+                self._whole.clear()
+            self._whole[whole] = (text, host, rank, [(r, dict(g)) for r, g in found])
         return LineMatch(line, text, host, rank, found) if found else None
 
     def _own(self, data, start, end, rules) -> tuple:
@@ -375,11 +351,13 @@ class Matcher:
                 break
         yield from (found[k] for k in sorted(found))
 
-    def _wrapped(self, data: bytes, low: bytes, start: int, end: int, gates, body: str, segment: bytes) -> list:
+    def _wrapped(self, data: bytes, low: bytes, start: int, end: int, gates, body: str, segment: bytes,
+                 two: bytes | None = None) -> list:
         """A message a terminal or a poster wrapped in two lines, as a person reads it: when no catalog
         signature matched this line alone, the ones that match it with the next line joined on (only when
-        the next line reads as the rest of this one, and the match needs both lines)."""
-        two = _two_lines(data, low, start, end)
+        the next line reads as the rest of this one, and the match needs both lines). `two`: _two_lines when known."""
+        if two is None:
+            two = _two_lines(data, low, start, end)
         if not two:
             return []
         nxt = data.find(b"\n", end + 1)
@@ -421,6 +399,16 @@ class Matcher:
 
 
 _UNSEEN = object()
+
+
+def _pair_end(data: bytes, start: int, end: int) -> int:
+    """Where the line after the one at start:end ends (the key of Matcher._whole is data[start:that]), or -1 when the
+    two are longer than 2 * CACHE_LINE bytes (never kept: the look-up would cost a long slice)."""
+    lim = start + 2 * CACHE_LINE
+    nxt = data.find(b"\n", end + 1, lim + 1)
+    if nxt == -1 and len(data) <= lim:
+        return len(data)   # no line end after it in the block
+    return nxt
 
 
 # A trigger's needs are derived (~0.3 ms a pattern: the regex parser) once this many lines held it: a short log

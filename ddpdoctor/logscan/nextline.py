@@ -47,6 +47,12 @@ def _joined(data: bytes, end: int, body: str) -> str:
 
 def _following(data: bytes, end: int, n: int, width: int = 300) -> str:
     """The `n` lines after the line ending at `end` (in this block), each cut to `width` characters."""
+    if n == 1:   # a traceback frame's source line: every frame line asks
+        pos = end + 1
+        if pos >= len(data):
+            return ""
+        nl = data.find(b"\n", pos, pos + width)
+        return data[pos:nl if nl != -1 else pos + width].decode("utf-8", "replace").strip("\r")
     out = []
     pos = end + 1
     while len(out) < n and pos < len(data):

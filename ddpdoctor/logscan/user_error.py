@@ -80,7 +80,20 @@ def is_user_frame(path: str) -> bool:
 _USER_FRAME: dict[str, bool] = {}
 
 
-@dataclass
+def _setup_frame(path: str) -> bool:
+    """_SETUP.search(path), kept per path (bounded like is_user_frame's): every frame of a traceback asks."""
+    known = _SETUP_FRAME.get(path)
+    if known is None:
+        if len(_SETUP_FRAME) >= 4096:
+            _SETUP_FRAME.clear()
+        known = _SETUP_FRAME[path] = _SETUP.search(path) is not None
+    return known
+
+
+_SETUP_FRAME: dict[str, bool] = {}
+
+
+@dataclass(slots=True)   # one per matched line: cheaper to make and to read
 class Frame:
     file: str
     lineno: str
@@ -115,16 +128,16 @@ class Tracker:
 
     def frame(self, groups: dict, ev: Evidence) -> None:
         key = (ev.host, ev.rank)
+        file, lineno, func = groups.get("file", ""), groups.get("lineno", "?"), groups.get("func", "?")
         if key in self.last_frame or len(self.last_frame) < KEEP_WRITERS:
-            self.last_frame[key] = Frame(groups.get("file", ""), groups.get("lineno", "?"), groups.get("func", "?"), ev,
-                                         groups.get("after", "").strip()[:300])
-        if key in self.open_tb and _SETUP.search(groups.get("file", "")):
+            self.last_frame[key] = Frame(file, lineno, func, ev, groups.get("after", "").strip()[:300])
+        if key in self.open_tb and _setup_frame(file):
             # the traceback went on into torch's device / process-group / spawn code: the distributed set-up
             # raised, not the job's code (a catalog mode's line was cut off with the traceback's end)
             self.open_tb.pop(key)
             self._into_setup.add(key)
-        if is_user_frame(groups.get("file", "")):
-            f = Frame(groups["file"], groups.get("lineno", "?"), groups.get("func", "?"), ev)
+        if is_user_frame(file):
+            f = Frame(groups["file"], lineno, func, ev)
             self._last_user[key] = f
             if key not in self._into_setup:
                 self.open_tb[key] = f
