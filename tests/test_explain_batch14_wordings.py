@@ -29,15 +29,6 @@ def test_argparse_rejecting_the_local_rank_reads_through_a_forum_s_typographic_d
         assert "LOCAL_RANK_ARG_MISMATCH" not in ids(explain([line]))[:1] or top(explain([line]))[1] < LOW, line
 
 
-def test_hf_argument_parser_s_refusal_reads_with_typographic_quotes_and_dash():
-    line = ("ValueError: Some specified arguments are not used by the HfArgumentParser: "
-            f"[\u2018{EN}local_rank=0\u2019]")
-    fid, c = top(explain([line]))
-    assert fid == "LOCAL_RANK_ARG_MISMATCH" and c >= LOW
-    assert "LOCAL_RANK_ARG_MISMATCH" not in ids(explain([
-        "ValueError: Some specified arguments are not used by the HfArgumentParser: [\u2018--lr\u2019]"]))
-
-
 TORCHRUN = "failed (exitcode: {}) local_rank: 1 (pid: 367727) of binary: /opt/env/bin/python3.11"
 
 
@@ -78,3 +69,29 @@ def test_the_watchdog_got_stuck_line_alone_is_a_pointer_not_a_named_cause():
                 "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
                 "ran for 600013 milliseconds before timing out.")
     assert top(explain([watchdog, STUCK]))[0] == "NCCL_COLLECTIVE_TIMEOUT"
+
+
+FRAMES = ["frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f5e2fb6c446 in /opt/torch/lib/libc10.so)",
+          "frame #1: <unknown function> + 0xe4271b (0x7f5de56a071b in /opt/torch/lib/libtorch_cuda.so)"]
+
+
+def test_the_head_of_the_watchdog_thread_s_backtrace_points_at_a_timeout_or_a_cuda_error_unnamed():
+    for head in ("Exception raised from ncclCommWatchdog at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1601 "
+                 "(most recent call first):",
+                 "Exception raised from run at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:2043 "
+                 "(most recent call first):"):
+        ex = explain([head] + FRAMES + ["[2024-09-04 15:37:08,067] torch.distributed.elastic.multiprocessing.api: "
+                                        "[WARNING] Sending process 1153515 closing signal SIGTERM"])
+        fid, c = top(ex)
+        assert fid == "NCCL_COLLECTIVE_TIMEOUT" and c < SHOW_FULL, head   # what it raised is cut off
+        assert "CUDA_KERNEL_ERROR" in ids(ex)[:3], head
+    # the backtrace of another function, or of another file's `run`, is not the watchdog's
+    for head in ("Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most "
+                 "recent call first):", "Exception raised from run at ../torch/csrc/jit/runtime/interpreter.cpp:12 "
+                 "(most recent call first):"):
+        assert "NCCL_COLLECTIVE_TIMEOUT" not in ids(explain([head] + FRAMES)), head
+    # with the line that says what it raised, that line decides
+    cuda = ("[rank0]:[E907 22:34:22.823452114 ProcessGroupNCCL.cpp:1515] [PG 0 (default_pg) Rank 0] Process group "
+            "watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered")
+    assert top(explain([cuda, "Exception raised from ncclCommWatchdog at ../torch/csrc/distributed/c10d/"
+                              "ProcessGroupNCCL.cpp:1601 (most recent call first):"] + FRAMES))[0] == "CUDA_KERNEL_ERROR"
