@@ -95,3 +95,21 @@ def test_the_head_of_the_watchdog_thread_s_backtrace_points_at_a_timeout_or_a_cu
             "watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered")
     assert top(explain([cuda, "Exception raised from ncclCommWatchdog at ../torch/csrc/distributed/c10d/"
                               "ProcessGroupNCCL.cpp:1601 (most recent call first):"] + FRAMES))[0] == "CUDA_KERNEL_ERROR"
+
+
+NCCL23_REFUSED = "node2:4153:4209 [1] include/socket.h:361 NCCL WARN Call to connect timeout : Connection refused"
+
+
+def test_nccl_2_3_s_exhausted_connect_retries_read_as_a_peer_on_another_address():
+    # NCCL 2.3 (src/include/core.h SYSCHECKNTIMES): 20 s of refused connects, then this WARN; the 2.4+ INFO retries
+    # read the same
+    fid, c = top(explain([NCCL23_REFUSED]))
+    assert fid == "NCCL_WRONG_INTERFACE_AUTOSELECTED" and SHOW_FULL <= c < LOW
+    # with NCCL 2.3's list of interfaces naming lo, the interface is the likelier story still, never decided
+    ex = explain(["node2:4152:4206 [0] NCCL INFO NET : Using interface lo:127.0.0.1<0>",
+                  "node2:4152:4206 [0] NCCL INFO NET : Using interface eth0:10.151.40.240<0>", NCCL23_REFUSED])
+    fid, c = top(ex)
+    assert fid == "NCCL_WRONG_INTERFACE_AUTOSELECTED" and c < LOW
+    # a connect that failed at once (another errno) is not a refused address
+    assert "NCCL_WRONG_INTERFACE_AUTOSELECTED" not in ids(explain([
+        "node2:4153:4209 [1] include/socket.h:361 NCCL WARN Call to connect failed : Network is unreachable"]))[:1]
