@@ -60,7 +60,8 @@ def test_signature_matches_the_line_its_code_prints_in_every_release(fm, sig, e)
                         "python/cpython", "torvalds/linux", "openssh/openssh-portable", "openucx/ucx", "SchedMD/slurm", "zeromq/pyzmq",
                         "deepseek-ai/DeepEP", "mirror/busybox",
                         "NVIDIA driver (nvidia-smi binary)", "pytorch/ignite",
-                        "huggingface/accelerate", "ROCm/clr", "open-mpi/ompi", "openpmix/prrte") and e.file and e.versions
+                        "huggingface/accelerate", "ROCm/clr", "open-mpi/ompi", "openpmix/prrte",
+                        "Project-HAMi/HAMi-core") and e.file and e.versions
 
 
 @pytest.mark.parametrize("fm,sig,e", [x for x in EMITTED if x[1].role == "cause"],
