@@ -403,7 +403,9 @@ def throughput(size_mb: float) -> dict:
         dt_cli = time.perf_counter() - t1
         assert not cli.cut and cli.lines == ex.lines
         from ddpdoctor.logscan import default_matcher
-        scanner = ("one Aho-Corasick pass (ahocorasick_rs)" if default_matcher()._ac is not None
+        m = default_matcher()
+        scanner = (f"{len(m._ac[0])} Aho-Corasick pass(es) (ahocorasick_rs) for {len(m._gate_list)} gate words, at "
+                   "most 64 a pass (gatefind.groups; benchmarks/bench_gates.py)" if m._ac is not None
                    else "one memmem pass per gate word (ahocorasick_rs missing or DDPDOCTOR_NO_AHOCORASICK=1)")
         return {"scanner": scanner, "mb": size / 1e6, "seconds": dt, "mb_per_s": size / 1e6 / dt, "lines": ex.lines,
                 "cli_mb_per_s": size / 1e6 / dt_cli,

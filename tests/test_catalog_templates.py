@@ -15,8 +15,9 @@ from ddpdoctor import catalog
 from ddpdoctor.logscan import explain_stream
 
 EMITTED = [(fm, s, e) for fm in catalog.failures().values() for s in fm.signatures for e in s.emitted]
-_CONV = re.compile(r"%(?:\d+\$)?[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?([diouxXspc%])")
-_DEFAULT = {"d": "7", "i": "7", "u": "7", "o": "7", "x": "1a000", "X": "1A000", "s": "x", "p": "0x7f2a5c000b10", "c": "x"}
+_CONV = re.compile(r"%(?:\d+\$)?[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?([diouxXspcfeEgG%])")
+_DEFAULT = {"d": "7", "i": "7", "u": "7", "o": "7", "x": "1a000", "X": "1A000", "s": "x", "p": "0x7f2a5c000b10", "c": "x",
+            "f": "24.000000", "e": "2.400000e+01", "E": "2.400000E+01", "g": "24", "G": "24"}  # NCCL's bandwidths
 
 
 def render(template: str, values: tuple[str, ...]) -> str:
@@ -61,7 +62,8 @@ def test_signature_matches_the_line_its_code_prints_in_every_release(fm, sig, e)
                         "deepseek-ai/DeepEP", "mirror/busybox",
                         "NVIDIA driver (nvidia-smi binary)", "pytorch/ignite",
                         "huggingface/accelerate", "ROCm/clr", "open-mpi/ompi", "openpmix/prrte",
-                        "Project-HAMi/HAMi-core") and e.file and e.versions
+                        "Project-HAMi/HAMi-core",
+                        "vllm-project/vllm", "Lightning-AI/pytorch-lightning") and e.file and e.versions
 
 
 @pytest.mark.parametrize("fm,sig,e", [x for x in EMITTED if x[1].role == "cause"],

@@ -45,9 +45,10 @@ GATES = ("error", "fail", "timed out", "timeout", "refused", "found", "unable", 
          "exitcode", "signal", "rendezvous", "rdzv", "route", "family", " : using ", "remote=[", "completion",
          "run_id", "group_rank", "nccl version", "      : ", "srcvalid+", "geforce",
          "set_device", "srun", "master", "unreachable",
-         # issue 23: the Aho-Corasick gate pass stays fast (its SIMD prefilter) only up to 64 gate words; words
-         # shared by several rare triggers keep the count there (benchmarks/bench_explain.py measures it)
-         # (and never a 3-byte word: that defeats the prefilter too)
+         # issue 23: one Aho-Corasick automaton keeps its SIMD prefilter (Teddy) up to 64 gate words; past 64 the
+         # line-finding pass runs two automatons of even sizes (logscan/gatefind.groups), no dearer than one of 64
+         # (benchmarks/bench_gates.py). A word shared by several rare triggers still saves a gate; never a 3-byte
+         # word (Teddy's fingerprints are min(4, shortest word) bytes long)
          "no cuda", "cuda_visible_devices", "wsl2", "out of memory",
          # words that several rare triggers share (the DeepSpeed launcher's and the shell's kill reports, NCCL's
          # "Could not find ..." WARNs, the driver's version lines, launchers' ssh failures)

@@ -121,11 +121,13 @@ TALLY: dict[tuple[str, str, bool], tuple[int, int, int]] = {
     ('RDZV_STORE_HOST_EXITED', 'RENDEZVOUS_CLOSED', True): (1, 1, 0),
     ('RDZV_STORE_HOST_EXITED', 'rule', False): (1, 1, 0),
     ('SCRIPT_WITHOUT_LAUNCHER', 'KEYERROR_RANK_VARIABLE', True): (5, 0, 0),
+    ('SLURM_NTASKS_MISMATCH', 'rule', True): (2, 0, 0),
     ('USER_CODE_EXCEPTION', 'rule', False): (0, 4, 4),
     ('USER_CODE_EXCEPTION', 'rule', True): (6, 4, 4),
     ('WINDOWS_HOSTS_FILE_REVERSE_NAME', 'SYSTEM_ERROR_10049', False): (0, 1, 1),
     ('WORKER_NATIVE_CRASH', 'OMPI_SIGNAL', False): (0, 1, 1),
     ('WORKER_NATIVE_CRASH', 'TORCHRUN_FAILED_NATIVE_SIGNAL', False): (6, 2, 0),
+    ('WSL_NCCL_UNSUPPORTED', 'rule', False): (2, 0, 0),
 }
 
 

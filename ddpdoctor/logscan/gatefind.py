@@ -57,15 +57,25 @@ def _automaton(gates: list[bytes]):
     except ImportError:
         return None
     kind = ahocorasick_rs.MatchKind
-    # The line-finding pass runs one automaton per TEDDY_MAX gates: the aho-corasick crate keeps its SIMD
-    # (Teddy) prefilter only up to 64 patterns, and one gate more made that pass 3-4x slower (issue 23);
-    # two passes of <= 64 cost ~1.2x one. The overlapping pass runs on hit lines only: one automaton.
-    firsts = tuple(ahocorasick_rs.BytesAhoCorasick(gates[i:i + TEDDY_MAX], matchkind=kind.LeftmostFirst)
-                   for i in range(0, len(gates), TEDDY_MAX))
+    firsts = tuple(ahocorasick_rs.BytesAhoCorasick(group, matchkind=kind.LeftmostFirst) for group in groups(gates))
     return firsts, ahocorasick_rs.BytesAhoCorasick(gates, matchkind=kind.Standard)
 
 
+# The aho-corasick crate (1.1.3 in ahocorasick_rs 1.0.3) searches with its SIMD Teddy prefilter only up to 64 patterns
+# (src/packed/teddy/builder.rs: "Too many patterns will overwhelm Teddy"); past that its automaton steps through every
+# byte: 65 gate words in one automaton cost 1.6x the gate pass of 64, 128 words 5x (benchmarks/bench_gates.py).
 TEDDY_MAX = 64
+
+
+def groups(gates: list[bytes], size: int = TEDDY_MAX) -> list[list[bytes]]:
+    """`gates` (sorted by length) dealt round-robin into the fewest groups of at most `size`, of even sizes, one
+    line-finding automaton (one pass over the block) each. Even sizes, not 64 and the rest: a small group whose words
+    start with at most 2 distinct bytes gets the crate's start-byte prefilter instead of Teddy (src/util/prefilter.rs:
+    Teddy only when a group of <= 16 has >= 3 start bytes), a memchr that stops at every 't' or 'w': the two longest
+    gates alone cost 360 ms a 100 MB log, the one longest 9 ms, so 64 + 3 words cost 3x the pass of 64, while 34 + 33
+    cost less than 64 in one (bench_gates.py). Round-robin mixes lengths and first bytes in every group."""
+    k = max(1, -(-len(gates) // size))
+    return [gates[i::k] for i in range(k)]
 
 
 def literal_finder(needle: bytes) -> Callable[[bytes], bool]:

@@ -36,6 +36,7 @@ from ddpdoctor.logscan.native import sigbus_in_nccl
 from ddpdoctor.logscan.evidence import Collector, Evidence
 from ddpdoctor.logscan.matcher import split_origin
 from ddpdoctor.logscan.symptoms import symptom_differential
+from ddpdoctor.logscan.members import duplicate_members
 from ddpdoctor.logscan.rules import (cross_line_rules, deepspeed_teardown, driver_older_than_build, explained_hits,
                                      gid_kind_fits, lookup_warning_only, nccl_release_bug, port_after_rendezvous,
                                      store_barrier_overfull)
@@ -279,6 +280,7 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     deepspeed_teardown(col, add)
     nccl_release_bug(col, add)
     driver_older_than_build(col, add)
+    duplicate_members(col, add)
     root_rank = col.summary.get("rank")
     user_code_rule(col, add, int(root_rank) if root_rank is not None and str(root_rank).isdigit() else None)
     cut_traceback_rule(col, add)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from ddpdoctor.catalog.model import CLUE
 from ddpdoctor.logscan.evidence import Collector, Evidence
+from ddpdoctor.logscan.members import SIGNATURES_USED as MEMBERS_USED
 
 LOCALHOST = {"localhost", "127.0.0.1", "::1"}
 # NCCL variables that name per-host things (interfaces, HCAs, files, the host id): they may differ between nodes
@@ -70,6 +71,7 @@ SIGNATURES_USED = (
     ("NCCL_RELEASE_BUG", "KERNEL_SHARED_MEM_EXCEEDS_DEVICE"), ("NCCL_RELEASE_BUG", "REVERSE_PATH_NOT_FOUND"),
     ("DEEPSPEED_LAUNCHER_TEARDOWN", "KILLING_SUBPROCESS"), ("DEEPSPEED_LAUNCHER_TEARDOWN", "MAIN_PROCESS_RECEIVED_SIGNAL"),
     ("FIREWALL_BLOCKS_PORTS", "STORE_CONNECT_TIMEOUT_ANY"),
+    *MEMBERS_USED,   # logscan/members.py: Lightning's MEMBER lines, a rank printed twice -> SLURM_NTASKS_MISMATCH
     ("IB_CROSS_RAIL_UNREACHABLE", "MODIFY_QP_TIMEOUT_V4_GIDS"), ("IB_FABRIC_FAULT", "RETRY_EXCEEDED_V4_GIDS"), ("IB_CROSS_RAIL_UNREACHABLE", "HINT_NOT_CROSS_RAIL_CONNECTED"),
 )
 
