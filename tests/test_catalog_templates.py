@@ -63,7 +63,10 @@ def test_signature_matches_the_line_its_code_prints_in_every_release(fm, sig, e)
                         "NVIDIA driver (nvidia-smi binary)", "pytorch/ignite",
                         "huggingface/accelerate", "ROCm/clr", "open-mpi/ompi", "openpmix/prrte",
                         "Project-HAMi/HAMi-core",
-                        "vllm-project/vllm", "Lightning-AI/pytorch-lightning") and e.file and e.versions
+                        "vllm-project/vllm", "Lightning-AI/pytorch-lightning", "hpcaitech/ColossalAI",
+                        "huggingface/transformers", "bminor/bash", "zsh-users/zsh", "chaos/pdsh", "pciutils/pciutils",
+                        "bminor/glibc", "bminor/binutils-gdb", "NVIDIA/libnvidia-container",
+                        "NVIDIA/open-gpu-kernel-modules") and e.file and e.versions
 
 
 @pytest.mark.parametrize("fm,sig,e", [x for x in EMITTED if x[1].role == "cause"],
@@ -81,7 +84,7 @@ def test_render_fills_printf_conversions_in_order():
 
 # Signatures with neither an `emitted` template nor an `unemitted` reason. Issue 23 §1 asks for the emitting code of
 # every mode's lines; this number only goes down (lower it when you record one), and the list below names them.
-UNRECORDED_MAX = 162
+UNRECORDED_MAX = 1
 
 
 def test_every_signature_names_the_code_that_prints_it_or_says_why_none():
