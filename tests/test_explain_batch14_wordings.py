@@ -32,21 +32,6 @@ def test_argparse_rejecting_the_local_rank_reads_through_a_forum_s_typographic_d
 TORCHRUN = "failed (exitcode: {}) local_rank: 1 (pid: 367727) of binary: /opt/env/bin/python3.11"
 
 
-def test_torchrun_s_native_signal_alone_is_named_at_low_confidence_whatever_precedes_it():
-    for prefix in ("", "ERROR:torch.distributed.elastic.multiprocessing.api:",
-                   "E1119 08:26:02.715000 28705 site-packages/torch/distributed/elastic/multiprocessing/api.py:882] ",
-                   "\u8fd8\u662f\u62a5\u8fd9\u4e2a\u9519 "):   # prose a poster typed before the pasted line
-        for sig in ("-11", "-6"):
-            ex = explain([prefix + TORCHRUN.format(sig)])
-            fid, c = top(ex)
-            assert fid == "WORKER_NATIVE_CRASH" and SHOW_FULL <= c < LOW, (prefix, sig)
-            # the counts behind the naming are shown with it
-            assert any("low confidence, named" in n and "found this cause" in n for n in ex.diagnoses[0].notes), (prefix, sig)
-    # SIGKILL is the OOM killer's story, exit code 1 an exception's: never a native crash
-    for code in ("-9", "1"):
-        assert "WORKER_NATIVE_CRASH" not in ids(explain([TORCHRUN.format(code)]))[:1], code
-
-
 STUCK = ("[rank1]:[E922 19:07:21.891247234 ProcessGroupNCCL.cpp:1870] [PG ID 0 PG GUID 0(default_pg) Rank 1] "
          "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
          "collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog, "

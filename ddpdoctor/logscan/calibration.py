@@ -25,17 +25,15 @@ What the counts decide today (dev split with batches 12 and 13, 624 logs, of whi
 * every other named generic symptom stays named: the counts lean to naming or do not lean (the collective timeouts
   28/0, the invalid ordinal 7/3, the NCCL system error itself 5/2, a store connect timeout 5/1, two ranks on one GPU
   from ncclInvalidUsage 2/2, `No route to host` read as a firewall 0/1 with 2 other labels).
-* lifted: WORKER_NATIVE_CRASH on torchrun's signal line alone (6 right, 2 UNKNOWN with batch 14: 5/2 on batches
-  1-13, batch 14's one more right). Its catalog ceiling was 0.3 ("a crash signal says what happened, not why") and
-  kept it unnamed whatever the count; the mode's own label is exactly that reading (a worker died of a native
-  signal and the log names no cause), so the catalog now lets it reach SHOW_FULL and no further: named, marked low
-  confidence, with what would decide (the crashing frame). Never confident: the ceiling stays below LOW.
-* nothing else unnamed is lifted: the hung-watchdog heartbeat (2 right against 4 UNKNOWN) and the watchdog's own
+* nothing unnamed is lifted: the hung-watchdog heartbeat (2 right against 4 UNKNOWN) and the watchdog's own
   "got stuck" line (2/1: a margin of one; the catalog's ceiling of 0.3 holds it anyway), a bare `Connection refused`
   (0/3), a store socket timeout (0/2) and the candidates behind a generic ending (endings.py: NCCL_RELEASE_BUG 1/3,
   USER_CODE_EXCEPTION 0/4, FABRIC_MANAGER_NOT_RUNNING 0/4, HOST_OOM_SIGKILL 0/2) lean to naming nothing; the IPv6-only
   lookup warning is named by rules.lookup_warning_only since batch 13 (7/1) and macOS's positive gai code stays
-  unnamed (0/2).
+  unnamed (0/2). WORKER_NATIVE_CRASH on torchrun's signal line leans to naming (6/2 with batch 14), but its catalog
+  ceiling (0.3: a crash signal says what happened, not why) keeps it unnamed: lifting it to SHOW_FULL gained 4 dev
+  logs, and the branch that lifted it named 3 more held-out logs wrongly (low confidence) than main, which fits
+  this lift and was not measured apart (issue 23, wordings24, 2026-11-26): not lifted.
 * USER_CODE_EXCEPTION named by a rule (6 right, 4 UNKNOWN, 4 other with batch 14) stays named: a margin of two. Of
   them, the reading of a traceback cut before its exception line (user_error.py, 0.4) was right 3 times, UNKNOWN 4
   times (all four in batch 14) and another label 5 times over all dev logs it leads; hiding it alone would trade 3
