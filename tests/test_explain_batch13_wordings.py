@@ -104,8 +104,10 @@ def test_nccl_2_3_s_using_interface_lo_line_is_a_clue_and_does_not_hide_a_refuse
     assert ids(without)
     for info in ("node2:4152:4206 [0] NCCL INFO NET : Using interface lo:127.0.0.1<0>",       # NCCL 2.3
                  "node2:4152:4206 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>"):      # NCCL 2.4+
-        # the refused connect keeps every reading it has without the INFO line (the clue is no decided cause)
-        assert set(ids(without)) <= set(ids(explain([info, refused]))), info
+        # the refused connect keeps the readings it has without the INFO line (the clue is no decided cause); since
+        # NCCL 2.3's exhausted retries read as NCCL_WRONG_INTERFACE_AUTOSELECTED (batch 14), the clue strengthens the
+        # first and the weakest (RDZV_STORE_HOST_EXITED at 0.21) may fall off the list: the first three stay
+        assert set(ids(without)[:3]) <= set(ids(explain([info, refused]))), info
         # and the line is read as NCCL using loopback once the log shows a failure
         failed = explain([info, "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:290, unhandled "
                           "system error, NCCL version 2.3.7"])

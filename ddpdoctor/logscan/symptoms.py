@@ -45,7 +45,8 @@ DECIDED = 0.5
 # checks they exist
 SYMPTOMS = ("NCCL_COLLECTIVE_TIMEOUT", "GLOO_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG_HUNG", "WORKER_NATIVE_CRASH",
             "RDZV_NODES_MISSING", "GLOO_PEER_EXITED", "IB_FABRIC_FAULT", "FIREWALL_BLOCKS_PORTS", "HOSTNAME_UNRESOLVABLE")
-SIGNATURES_USED = (("NCCL_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG"), ("RDZV_NODES_MISSING", "RDZV_TIMEOUT"),
+SIGNATURES_USED = (("NCCL_COLLECTIVE_TIMEOUT", "NCCL_WATCHDOG"), ("NCCL_COLLECTIVE_TIMEOUT", "WATCHDOG_THREAD_EXCEPTION"),
+                   ("RDZV_NODES_MISSING", "RDZV_TIMEOUT"),
                    ("IB_FABRIC_FAULT", "NCCL_REMOTE_ERROR"), ("FIREWALL_BLOCKS_PORTS", "NO_ROUTE_TO_HOST"),
                    ("HOSTNAME_UNRESOLVABLE", "NAME_LOOKUP_FAILED"), ("IB_ROCE_GID_MISMATCH", "GOT_COMPLETION"),
                    ("IB_ROCE_GID_MISMATCH", "GOT_COMPLETION_2"))
@@ -98,6 +99,14 @@ def _collective_timeout(col: Collector, cand, hosts: set[str]) -> None:
         return
     seqs = {int(g["seq"]) for g, _, _ in col.sig_values("NCCL_COLLECTIVE_TIMEOUT") if g.get("seq")}
     first = [evs[0]]
+    if len(evs) == len(_evs(col, "NCCL_COLLECTIVE_TIMEOUT", "WATCHDOG_THREAD_EXCEPTION")):
+        # only the head of the watchdog thread's C++ backtrace: what it raised is cut off, and besides a timeout it
+        # raises the CUDA errors it finds when it queries the collectives' events (ProcessGroupNCCL.cpp
+        # WorkNCCL::isCompleted -> checkAndSetException, C10_CUDA_CHECK)
+        cand("CUDA_KERNEL_ERROR", CANDIDATE, "the watchdog thread raised, and only its backtrace is in the log: it "
+             "also raises a CUDA error it found (an illegal memory access in a kernel); decide with: the line above "
+             "the frames (`Process group watchdog thread terminated with exception: ...`), CUDA_LAUNCH_BLOCKING=1 "
+             "<rerun>", first)
     multi = len(hosts) >= 2
     if seqs and max(seqs) <= 2:
         # The first collectives of a process group (DDP's parameter broadcast, a barrier) never finished: the ranks
