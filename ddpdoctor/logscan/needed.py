@@ -4,13 +4,20 @@ patterns share (`error`: 40) with one Aho-Corasick pass over the line (ahocorasi
 matcher.py (module size)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ddpdoctor.logscan.gatefind import _automaton
 from ddpdoctor.logscan.linear import TRUE, needs
 
-if TYPE_CHECKING:
-    from ddpdoctor.logscan.matcher import Matcher, Rule
+
+class Matcher(Protocol):
+    """What a Row reads of matcher.Matcher (a structural type: matcher.py imports this module, not the reverse)."""
+    _multi: bool
+
+
+class Rule(Protocol):
+    """What a Row reads of matcher.Rule: its compiled pattern (`.regex.py`, the re/re2 pattern's Python twin)."""
+    regex: Any
 
 
 class Row:

@@ -5,12 +5,18 @@ from matcher.py (module size)."""
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ddpdoctor.logscan.nextline import _line_end
 
-if TYPE_CHECKING:
-    from ddpdoctor.logscan.matcher import Matcher
+
+class Matcher(Protocol):
+    """What line_spans reads of matcher.Matcher (a structural type: matcher.py imports this module, not the reverse)."""
+    _ac: Any
+    _gate_list: Any
+    _gates_of: Any
+
+    def _all_gate_hits(self, low: bytes) -> list[tuple[int, int, int, bytes]]: ...
 
 # A line longer than this is looked at only around its hits (matcher.MAX_WINDOW, re-exported there).
 MAX_WINDOW = 8192
