@@ -130,3 +130,38 @@ def test_listen_summary_renders_the_verdict_it_is_given():
     (head, tail) = show.summary(none, port=29400, expect=None, partial=[], partial_fix=[], missing=-1,
                                 probe_cmd="ddpdoctor network --master node1 --port 29400")
     assert head.endswith("(timed out) (stopped by SIGTERM)") and tail.startswith("✗ no worker arrived")
+
+
+@pytest.mark.torchjob
+def test_a_bulk_probe_still_in_flight_when_the_last_worker_completes_is_in_the_report():
+    """The worker's path-MTU probe (BULK, DD110) runs beside its handshake: when the ephemeral port completes the
+    expected worker while the bulk transfer is still going, the listener lets it finish (DRAIN_S) and reports it,
+    instead of stopping with the worker's bulk list empty (a lab flake under load showed that)."""
+    port = free_port()
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", listen(port, expect=1, timeout=10, reply_host="master1")))
+    t.start()
+    for _ in range(50):
+        if sockets.tcp_probe("127.0.0.1", port, timeout=0.2).state == sockets.OPEN:
+            break
+        time.sleep(0.05)
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        s.sendall(b"DDPDOCTOR/1 BULK worker7 65536 3000\n")
+        assert s.recv(64).startswith(b"DDPDOCTOR/1 READY")
+        h = handshake.hello("127.0.0.1", port, "worker7", timeout=2)        # the worker completes both ports
+        assert handshake.ephemeral("127.0.0.1", h.eport, "worker7", timeout=2).state == sockets.OPEN
+        time.sleep(0.3)                                                        # while its bulk is half-way
+        s.sendall(b"x" * 65536)
+        got = b""
+        while b"\n" not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        assert got.startswith(b"DDPDOCTOR/1 GOT 65536 "), got[:80]
+    finally:
+        s.close()
+    t.join(8)
+    (w,) = out["r"].workers
+    assert w.complete and [b["bytes"] for b in w.bulk] == [65536], w.bulk

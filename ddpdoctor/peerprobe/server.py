@@ -26,6 +26,7 @@ MAX_HANDLERS = 64  # connections answered at once; each waits at most 2 s for it
 # report): 1000 nodes probing each node's two ports plus a bulk probe are 3000; a flood past this cap
 # is counted in `dropped`, not stored.
 MAX_INCOMING = 16384
+DRAIN_S = 3.0   # after the last expected worker, how long connections still open may finish (its BULK probe)
 MAX_WORKERS = 4096  # distinct (name, address) arrivals `listen` records
 
 
@@ -305,6 +306,14 @@ def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
                 del server.incoming[:]  # consumed: this server is ours alone, keep no per-connection memory
                 seen = 0
                 if expect is not None and sum(w.complete for w in workers.values()) >= expect:
+                    # a worker's path-MTU probe (BULK) may still be in flight on its own connection: let the
+                    # handlers that are running finish (bounded) so the report holds what they measured
+                    end = min(t0 + timeout, time.monotonic() + DRAIN_S)
+                    while server._live and time.monotonic() < end:
+                        server.changed.wait(0.05)
+                    for ev in server.incoming:
+                        record(ev)
+                    del server.incoming[:]
                     break
                 interrupted = stop() if stop else ""
                 if interrupted:
