@@ -21,14 +21,13 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_explain import make_log  # noqa: E402
+from bench_explain import _cpu as cpu, make_log  # noqa: E402  (best-of-N process CPU time)
 
 from ddpdoctor.logscan import default_matcher  # noqa: E402
 from ddpdoctor.logscan.gatefind import FIND, TEDDY_MAX, groups  # noqa: E402
@@ -48,15 +47,6 @@ def words(n: int) -> list[bytes]:
     if len(out) < n:
         raise SystemExit(f"only {len(out)} distinct words in the catalog")
     return out[:n]
-
-
-def cpu(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
-    return best
 
 
 def main() -> int:
