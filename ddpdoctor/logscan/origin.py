@@ -3,6 +3,7 @@ as a person skips them before reading the line. Split from matcher.py (module si
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # Prefixes that launchers and log collectors put in front of each line: pdsh/clush `host: `, Slurm
 # `srun -l` task numbers `3: `, mpirun `[1,3]<stderr>:`, torchrun `[rank3]:` and `--tee`
@@ -76,17 +77,10 @@ def split_origin(text: str) -> tuple[str, str | None, int | None]:
     return body, host, rank
 
 
+@lru_cache(maxsize=4096)
 def _not_host(label: str) -> bool:
     """_NOT_HOST.search(label), kept per label (bounded): a log repeats its few labels (`RuntimeError`, `INFO`)."""
-    known = _NOT_HOSTS.get(label)
-    if known is None:
-        if len(_NOT_HOSTS) >= 4096:
-            _NOT_HOSTS.clear()
-        known = _NOT_HOSTS[label] = _NOT_HOST.search(label) is not None
-    return known
-
-
-_NOT_HOSTS: dict[str, bool] = {}
+    return _NOT_HOST.search(label) is not None
 
 
 def _unmarked(text: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ddpdoctor.catalog.model import CAUSE, CLUE
 from ddpdoctor.logscan.quoted import Evidence
@@ -68,29 +69,15 @@ def _own_record(msg: str) -> str:
     return msg[:m.start()] if m else msg
 
 
+@lru_cache(maxsize=4096)   # bounded: a log of tracebacks names few files, many times
 def is_user_frame(path: str) -> bool:
-    known = _USER_FRAME.get(path)
-    if known is None:
-        if len(_USER_FRAME) >= 4096:   # bounded: a log of tracebacks names few files, many times
-            _USER_FRAME.clear()
-        known = _USER_FRAME[path] = path.endswith(".py") and not _LIBRARY.search(path)
-    return known
+    return path.endswith(".py") and not _LIBRARY.search(path)
 
 
-_USER_FRAME: dict[str, bool] = {}
-
-
+@lru_cache(maxsize=4096)
 def _setup_frame(path: str) -> bool:
     """_SETUP.search(path), kept per path (bounded like is_user_frame's): every frame of a traceback asks."""
-    known = _SETUP_FRAME.get(path)
-    if known is None:
-        if len(_SETUP_FRAME) >= 4096:
-            _SETUP_FRAME.clear()
-        known = _SETUP_FRAME[path] = _SETUP.search(path) is not None
-    return known
-
-
-_SETUP_FRAME: dict[str, bool] = {}
+    return _SETUP.search(path) is not None
 
 
 @dataclass(slots=True)   # one per matched line: cheaper to make and to read
