@@ -16,16 +16,22 @@ from ports import free_port
 
 
 
-@pytest.mark.torchjob
-def test_worker_handshake_reaches_both_ports_and_listener_stops_at_expect():
+def _listening() -> tuple[int, dict, threading.Thread]:
+    """`listen(expect=1)` on a free port in a thread, once the port answers: (port, {"r": its result once done}, thread)."""
     port = free_port()
-    out = {}
+    out: dict = {}
     t = threading.Thread(target=lambda: out.setdefault("r", listen(port, expect=1, timeout=10, reply_host="master1")))
     t.start()
     for _ in range(50):
         if sockets.tcp_probe("127.0.0.1", port, timeout=0.2).state == sockets.OPEN:
             break
         time.sleep(0.05)
+    return port, out, t
+
+
+@pytest.mark.torchjob
+def test_worker_handshake_reaches_both_ports_and_listener_stops_at_expect():
+    port, out, t = _listening()
     h = handshake.hello("127.0.0.1", port, "worker7", timeout=2)
     assert h.is_ddpdoctor and h.peer_host == "master1" and h.eport and h.eport_range
     assert h.eport_range[0] <= h.eport <= h.eport_range[1]
@@ -137,14 +143,7 @@ def test_a_bulk_probe_still_in_flight_when_the_last_worker_completes_is_in_the_r
     """The worker's path-MTU probe (BULK, DD110) runs beside its handshake: when the ephemeral port completes the
     expected worker while the bulk transfer is still going, the listener lets it finish (DRAIN_S) and reports it,
     instead of stopping with the worker's bulk list empty (a lab flake under load showed that)."""
-    port = free_port()
-    out = {}
-    t = threading.Thread(target=lambda: out.setdefault("r", listen(port, expect=1, timeout=10, reply_host="master1")))
-    t.start()
-    for _ in range(50):
-        if sockets.tcp_probe("127.0.0.1", port, timeout=0.2).state == sockets.OPEN:
-            break
-        time.sleep(0.05)
+    port, out, t = _listening()
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     try:
         s.sendall(b"DDPDOCTOR/1 BULK worker7 65536 3000\n")
