@@ -219,6 +219,10 @@ class ProbeServer:
                 self._live.pop(conn, None)
             self._slots.release()
 
+    def busy(self) -> bool:
+        """Some connection is still being answered (call with `changed` held)."""
+        return bool(self._live)
+
     def _evict_oldest(self, min_age: float = 0.05) -> bool:
         """Shut down the oldest live connection (its handler's read returns, its slot frees)."""
         with self.changed:
@@ -298,6 +302,7 @@ def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
     seen = 0
     timed_out = False
     interrupted = ""
+    drain_end: float | None = None
     try:
         with server.changed:
             while True:
@@ -308,13 +313,12 @@ def listen(port: int, *, expect: int | None, timeout: float, reply_host: str,
                 if expect is not None and sum(w.complete for w in workers.values()) >= expect:
                     # a worker's path-MTU probe (BULK) may still be in flight on its own connection: let the
                     # handlers that are running finish (bounded) so the report holds what they measured
-                    end = min(t0 + timeout, time.monotonic() + DRAIN_S)
-                    while server._live and time.monotonic() < end:
-                        server.changed.wait(0.05)
-                    for ev in server.incoming:
-                        record(ev)
-                    del server.incoming[:]
-                    break
+                    if drain_end is None:
+                        drain_end = min(t0 + timeout, time.monotonic() + DRAIN_S)
+                    if not server.busy() or time.monotonic() >= drain_end:
+                        break
+                    server.changed.wait(0.05)   # a handler leaving does not notify: look again shortly
+                    continue
                 interrupted = stop() if stop else ""
                 if interrupted:
                     break
