@@ -61,9 +61,7 @@ def failed_log(tmp: Path, case: str, nproc: int, env: dict | None = None) -> Pat
 def explain(log: Path) -> list[tuple[str, float]]:
     p = subprocess.run([sys.executable, "-m", "ddpdoctor", "explain", "--log", str(log), "--json"],
                        capture_output=True, text=True, timeout=120)
-    rep = json.loads(p.stdout)
-    diags = rep.get("diagnoses", rep if isinstance(rep, list) else [])
-    got = [(d.get("id") or d.get("failure"), d.get("confidence")) for d in diags]
+    got = [(d["failure"], d["confidence"]) for d in json.loads(p.stdout)["diagnoses"]]
     print("explain:", got[:3])
     return got
 
