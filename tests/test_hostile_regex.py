@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import timeit
 
 import pytest
@@ -66,7 +67,9 @@ def _line(unit: str, n: int) -> str:
 
 
 def _t(rx, s: str) -> float:
-    return min(timeit.repeat(lambda: rx.search(s), number=1, repeat=5))
+    # CPU time of this process, not wall time: on a loaded machine (CI runs labs beside this) a wall clock counts the
+    # time the scheduler gave to others, which shrinks or inflates a ratio at random; the CPU a search costs does not
+    return min(timeit.repeat(lambda: rx.search(s), number=1, repeat=5, timer=time.process_time))
 
 
 def _worst(rx, example: str) -> tuple[float, str]:
@@ -102,8 +105,9 @@ def test_every_line_pattern_is_linear_on_hostile_lines(name, rx, example):
     (r"\[[^\]]*gloo/transport/\w+/[\w.]+:\d+\] ", "[/gloo/transport/tcp/pair.cc:598] Read timeout"),
 ])
 def test_the_timing_catches_a_quadratic_pattern(pattern, example):
-    # the test above can fail: the same harness flags these shapes when Python's re searches them ...
-    assert _worst(re.compile(pattern), example)[0] >= 10
+    # the test above can fail: the same harness flags these shapes when Python's re searches them (quadratic is ~16x;
+    # a second and third look, as the linear test has, for a moment when the machine is too loaded to show it) ...
+    assert any(_worst(re.compile(pattern), example)[0] >= 10 for _ in range(3))
     # ... and passes them through the log scan's search object
     if linear.engine() is not None:
         assert _worst(linear.LinePattern(pattern), example)[0] < 10
