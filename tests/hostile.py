@@ -22,6 +22,7 @@ class Outcome:
     stderr: str
     seconds: float
     timed_out: bool
+    cpu_seconds: float = 0.0   # user + system CPU of the child and what it waited for: what load cannot inflate
 
 
 def run_bounded(args, *, env=None, timeout=10.0, mem=GIB, stdin=subprocess.DEVNULL, cwd=None) -> Outcome:
@@ -31,6 +32,7 @@ def run_bounded(args, *, env=None, timeout=10.0, mem=GIB, stdin=subprocess.DEVNU
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     full_env = {**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1", **(env or {})}
     t0 = time.monotonic()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.Popen([sys.executable, "-m", "ddpdoctor", *args], env=full_env, cwd=cwd, stdin=stdin,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=limit, start_new_session=True)
     try:
@@ -40,8 +42,10 @@ def run_bounded(args, *, env=None, timeout=10.0, mem=GIB, stdin=subprocess.DEVNU
         os.killpg(p.pid, 9)
         out, err = p.communicate()
         timed_out = True
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)   # tests run one at a time: the delta is this child's
+    cpu = (ru.ru_utime - ru0.ru_utime) + (ru.ru_stime - ru0.ru_stime)
     return Outcome(p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                   time.monotonic() - t0, timed_out)
+                   time.monotonic() - t0, timed_out, cpu)
 
 
 def assert_bounded(o: Outcome, *, codes=(0, 1, 2)) -> None:
