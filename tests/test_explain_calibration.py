@@ -86,11 +86,13 @@ def test_two_unrelated_modes_the_log_does_not_decide_between_are_both_low_confid
     assert any("does not decide" in n for n in first.notes)
 
 
-def test_a_worker_killed_by_sigsegv_with_nothing_else_is_a_weak_pointer_with_what_would_decide():
+def test_a_worker_killed_by_sigsegv_with_nothing_else_is_named_low_confidence_with_what_would_decide():
+    # what the log shows, not why: named only at the naming level, because the dev threads whose log rested on this
+    # line alone found nothing behind it (calibration.TALLY), and marked low confidence, with the commands that decide
     ex = explain(["ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local_rank: 0 (pid: 6421) "
                   "of binary: /usr/bin/python3"] + SIGSEGV_SUMMARY)
     fid, conf = top(ex)
-    assert fid == "WORKER_NATIVE_CRASH" and conf < SHOW_FULL
+    assert fid == "WORKER_NATIVE_CRASH" and SHOW_FULL <= conf < LOW
     assert any("PYTHONFAULTHANDLER" in n for n in ex.diagnoses[0].notes)
 
 
@@ -115,7 +117,7 @@ def test_mp_spawn_signal_deaths_old_and_new_wording():
 
 def test_a_hung_watchdog_alone_is_a_weak_pointer_and_after_a_collective_timeout_its_consequence():
     ex = explain([STUCK])
-    assert top(ex)[0] == "NCCL_WATCHDOG_HUNG" and top(ex)[1] < SHOW_FULL
+    assert top(ex)[0] == "NCCL_WATCHDOG_HUNG" and SHOW_FULL <= top(ex)[1] < LOW   # named by the dev count, low
     ids = [d.failure.id for d in explain([STUCK, WATCHDOG]).diagnoses]
     assert ids[0] == "NCCL_COLLECTIVE_TIMEOUT" and "NCCL_WATCHDOG_HUNG" in ids
 

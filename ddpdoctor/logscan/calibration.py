@@ -10,34 +10,35 @@ is right) and how often UNKNOWN (naming nothing is right). Other labels are wron
 
 The rule: a named key with MARGIN (2) or more UNKNOWN than right is hidden (every diagnosis scaled so that the first
 sits just below SHOW_FULL, order kept); an unnamed key with MARGIN or more right than UNKNOWN is named (lifted to
-SHOW_FULL, never past the mode's catalog `ceiling`). Anything closer keeps what the ranker gave it: a margin of one
-is one log, and a rule for one log is not a rule. Whether the ranker named it is part of the key because its rules
-lower some readings of a line on purpose (an IPv6-only lookup warning, a refused connect with nothing else): counted
-together with the named readings of the same line, they would be lifted on the strength of logs they are not like
-(leave-one-out on dev, batches 1-13: 187 of 260 undecided first answers right without that key, 192 without
-calibration, 194 with this one; `python benchmarks/calibrate_explain.py --loo`).
+SHOW_FULL, order kept). A mode with a catalog `ceiling` (it says what happened, never why) is held under it by the
+ranker, so that it never outranks a cause; the count may still name it when it is the first answer, at SHOW_FULL and
+no more (always "low confidence"). Anything closer keeps what the ranker gave it: a margin of one is one log, and a
+rule for one log is not a rule. Whether the ranker named it is part of the key because its rules lower some readings
+of a line on purpose (an IPv6-only lookup warning, a refused connect with nothing else): counted together with the
+named readings of the same line, they would be lifted on the strength of logs they are not like (leave-one-out on
+dev, batches 1-13: 187 of 260 undecided first answers right without that key, 192 without calibration, 194 with this
+one; `python benchmarks/calibrate_explain.py --loo`).
 
-What the counts decide today (dev split with batches 12 and 13, 624 logs, of which 260 have a first answer below LOW):
-* hidden: NCCL_SYSTEM_ERROR named on `internal error` alone (0 right, 3 UNKNOWN). ncclInternalError
-  is NCCL's "internal check failed" (nccl.h: "either a bug in NCCL or due to memory corruption"), not a failed system
-  call; the system-error causes the differential lists are possibilities, not a reading of the line. Decided on the
-  533 dev logs before batch 12 (0 right, 2 UNKNOWN); batch 12's dev logs, counted after, added one more UNKNOWN.
+A consequence mode's label means the thread found no cause behind it while the log shows its line (the corpus
+README's labelling rule, applied blind to every UNKNOWN record on 2026-11-26: 48 of 180 relabelled, 27 of them dev).
+Before that rule, the same kind of log was labelled UNKNOWN by some collectors and the consequence mode by others,
+and the counts below were split between the two.
+
+What the counts decide today (dev split, 697 logs, recounted 2026-11-26 after that relabel):
+* named though unnamed by the ranker: a worker killed by a native signal on torchrun's line (WORKER_NATIVE_CRASH 8/0),
+  the hung watchdog's heartbeat line and its "got stuck" line (NCCL_WATCHDOG_HUNG 6/0 and 3/0), a store socket timeout
+  while ranks wait for each other (RDZV_NODES_MISSING 2/0), WSL's markers (2/0): each at SHOW_FULL, low confidence,
+  with what would decide. An NCCL `internal error` alone (4/0) is no longer hidden: all four threads found nothing
+  behind it.
 * every other named generic symptom stays named: the counts lean to naming or do not lean (the collective timeouts
-  28/0, the invalid ordinal 7/3, the NCCL system error itself 5/2, a store connect timeout 5/1, two ranks on one GPU
-  from ncclInvalidUsage 2/2, `No route to host` read as a firewall 0/1 with 2 other labels).
-* nothing unnamed is lifted: the hung-watchdog heartbeat (2 right against 4 UNKNOWN) and the watchdog's own
-  "got stuck" line (2/1: a margin of one; the catalog's ceiling of 0.3 holds it anyway), a bare `Connection refused`
-  (0/3), a store socket timeout (0/2) and the candidates behind a generic ending (endings.py: NCCL_RELEASE_BUG 1/3,
-  USER_CODE_EXCEPTION 0/4, FABRIC_MANAGER_NOT_RUNNING 0/4, HOST_OOM_SIGKILL 0/2) lean to naming nothing; the IPv6-only
-  lookup warning is named by rules.lookup_warning_only since batch 13 (7/1) and macOS's positive gai code stays
-  unnamed (0/2). WORKER_NATIVE_CRASH on torchrun's signal line leans to naming (6/2 with batch 14), but its catalog
-  ceiling (0.3: a crash signal says what happened, not why) keeps it unnamed: lifting it to SHOW_FULL gained 4 dev
-  logs, and the branch that lifted it named 3 more held-out logs wrongly (low confidence) than main, which fits
-  this lift and was not measured apart (issue 23, wordings24, 2026-11-26): not lifted.
-* USER_CODE_EXCEPTION named by a rule (6 right, 4 UNKNOWN, 4 other with batch 14) stays named: a margin of two. Of
-  them, the reading of a traceback cut before its exception line (user_error.py, 0.4) was right 3 times, UNKNOWN 4
-  times (all four in batch 14) and another label 5 times over all dev logs it leads; hiding it alone would trade 3
-  right for 4: a margin of one, not a decision (counted 2026-11-26, issue 23).
+  33/0, the invalid ordinal 10/5, the NCCL system error itself 13/0, a store connect timeout 7/1, two ranks on one GPU
+  from ncclInvalidUsage 2/2, `No route to host` read as a firewall 1/1 with 2 other labels).
+* nothing else unnamed is lifted: a bare `Connection refused` (0/3), a dead store host read by a rule (1/1) and the
+  candidates behind a generic ending (endings.py: NCCL_RELEASE_BUG 2/3, USER_CODE_EXCEPTION 0/5,
+  FABRIC_MANAGER_NOT_RUNNING 0/5) lean to naming nothing or do not lean; macOS's positive gai code stays unnamed (0/2).
+* USER_CODE_EXCEPTION named by a rule (6 right, 4 UNKNOWN, 5 other) stays named: a margin of two. Of them, the
+  reading of a traceback cut before its exception line (user_error.py, 0.4) was right 3 times, UNKNOWN 4 times and
+  another label 5 times over all dev logs it leads: a margin of one, not a decision.
 
 Order, the same way: when the first answer is below LOW, ORDER counts per (first mode, basis, second mode) how often
 the label was the first and how often the second. The second goes first (taking the first's confidence, and the
@@ -76,17 +77,18 @@ TALLY: dict[tuple[str, str, bool], tuple[int, int, int]] = {
     ('DDP_MODEL_MISMATCH_ACROSS_RANKS', 'OTHER_RANK_ZERO_PARAMS', True): (3, 0, 0),
     ('DUPLICATE_GPU_PER_RANK', 'NCCLINVALIDUSAGE', True): (2, 2, 1),
     ('FABRIC_MANAGER_NOT_RUNNING', 'NCCL_WARN_CUDA_FAILURE_INVALID', True): (4, 1, 1),
-    ('FABRIC_MANAGER_NOT_RUNNING', 'rule', False): (0, 4, 1),
+    ('FABRIC_MANAGER_NOT_RUNNING', 'rule', False): (0, 5, 1),
     ('FIREWALL_BLOCKS_PORTS', 'NO_ROUTE_TO_HOST', True): (1, 1, 2),
     ('GLOO_ADDRESS_UNREACHABLE', 'CONNECTFULLMESH_REASON_LOST', False): (1, 1, 0),
     ('GLOO_COLLECTIVE_TIMEOUT', 'APPLICATION_TIMEOUT_PAIR_CLOSURE', True): (3, 0, 0),
     ('GLOO_COLLECTIVE_TIMEOUT', 'TIMED_OUT_WAITING', True): (5, 0, 1),
     ('GLOO_PEER_EXITED', 'ERROR', True): (4, 0, 0),
+    ('GLOO_PEER_EXITED', 'READ_ERROR', True): (2, 0, 0),
     ('GPU_OUT_OF_MEMORY', 'ERROR_CUDA_OUT_OF_MEMORY', True): (3, 0, 0),
     ('HOSTNAME_UNRESOLVABLE', 'NAME_LOOKUP_FAILED', False): (0, 2, 0),
     ('HOSTNAME_UNRESOLVABLE', 'NAME_LOOKUP_FAILED', True): (7, 1, 1),
-    ('HOST_OOM_SIGKILL', 'rule', False): (0, 2, 0),
-    ('HOST_OOM_SIGKILL', 'rule', True): (2, 1, 0),
+    ('HOST_OOM_SIGKILL', 'rule', False): (0, 1, 1),
+    ('HOST_OOM_SIGKILL', 'rule', True): (2, 0, 1),
     ('IB_DEVICE_NOT_VISIBLE', 'rule', False): (1, 0, 1),
     ('IB_FABRIC_FAULT', 'NCCL_REMOTE_ERROR', True): (4, 0, 0),
     ('IB_ROCE_GID_MISMATCH', 'GOT_COMPLETION', True): (3, 1, 1),
@@ -94,42 +96,38 @@ TALLY: dict[tuple[str, str, bool], tuple[int, int, int]] = {
     ('MASTER_PORT_IN_USE', 'ERROR', True): (6, 0, 1),
     ('MTU_MISMATCH', 'QP_LOCAL_ACCESS_VIOLATION', False): (1, 2, 0),
     ('NCCL_COLLECTIVE_TIMEOUT', 'DUMP_SIGNAL_COLLECTIVE_TIMEOUT', True): (2, 0, 0),
-    ('NCCL_COLLECTIVE_TIMEOUT', 'NCCL_WATCHDOG', True): (31, 0, 0),
+    ('NCCL_COLLECTIVE_TIMEOUT', 'NCCL_WATCHDOG', True): (33, 0, 0),
     ('NCCL_COLLECTIVE_TIMEOUT', 'WATCHDOG_CHECKTIMEOUT_FRAME', True): (3, 0, 0),
     ('NCCL_COLLECTIVE_TIMEOUT', 'WATCHDOG_THREAD_EXCEPTION', False): (1, 0, 1),
     ('NCCL_P2P_ACS_IOMMU_HANG', 'rule', False): (0, 1, 1),
     ('NCCL_RELEASE_BUG', 'NET_ID_NOT_FOUND', True): (2, 0, 0),
     ('NCCL_RELEASE_BUG', 'TOPO_CPU_ATTRIBUTE_MISSING', True): (2, 0, 0),
-    ('NCCL_RELEASE_BUG', 'rule', False): (1, 3, 0),
+    ('NCCL_RELEASE_BUG', 'rule', False): (2, 3, 1),
     ('NCCL_SHM_TOO_SMALL', 'ERROR_WHILE_CREATING_SHARED_MEMORY', True): (3, 1, 1),
-    ('NCCL_SYSTEM_ERROR', 'NCCL_INTERNAL_ERROR', True): (0, 4, 0),
-    ('NCCL_SYSTEM_ERROR', 'NCCL_SYSTEM_ERROR', True): (7, 4, 1),
-    ('NCCL_WATCHDOG_HUNG', 'HEARTBEAT_MONITOR_TIMED_OUT', False): (2, 4, 0),
-    ('NCCL_WATCHDOG_HUNG', 'WATCHDOG_GOT_STUCK', False): (2, 1, 0),
-    ('NPROC_EXCEEDS_GPUS', 'CUDA_INVALID_ORDINAL', True): (8, 4, 1),
+    ('NCCL_SYSTEM_ERROR', 'NCCL_INTERNAL_ERROR', True): (4, 0, 0),
+    ('NCCL_SYSTEM_ERROR', 'NCCL_SYSTEM_ERROR', True): (13, 0, 1),
+    ('NCCL_WATCHDOG_HUNG', 'HEARTBEAT_MONITOR_TIMED_OUT', False): (6, 0, 0),
+    ('NCCL_WATCHDOG_HUNG', 'WATCHDOG_GOT_STUCK', False): (3, 0, 0),
+    ('NPROC_EXCEEDS_GPUS', 'CUDA_INVALID_ORDINAL', True): (10, 5, 1),
     ('NPROC_EXCEEDS_GPUS', 'rule', True): (2, 0, 0),
-    ('RDZV_ENDPOINT_UNREACHABLE', 'RDZV_CONNECTION_ERROR', True): (2, 0, 0),
+    ('RDZV_ENDPOINT_UNREACHABLE', 'RDZV_CONNECTION_ERROR', True): (2, 1, 0),
     ('RDZV_ENDPOINT_UNREACHABLE', 'STORE_CONNECT_FAILED_2', True): (3, 0, 0),
     ('RDZV_ENDPOINT_UNREACHABLE', 'STORE_CONNECT_TIMEOUT', True): (7, 1, 1),
     ('RDZV_ENDPOINT_UNREACHABLE', 'rule', False): (0, 3, 0),
-    ('RDZV_NODES_MISSING', 'FILESTORE_WAIT_TIMEOUT', True): (1, 1, 0),
-    ('RDZV_NODES_MISSING', 'STORE_SOCKET_TIMEOUT', False): (0, 2, 0),
+    ('RDZV_NODES_MISSING', 'FILESTORE_WAIT_TIMEOUT', True): (2, 0, 0),
+    ('RDZV_NODES_MISSING', 'STORE_SOCKET_TIMEOUT', False): (2, 0, 0),
     ('RDZV_STORE_HOST_EXITED', 'FAILED_TO_RECV_GOT_0', True): (1, 0, 1),
-    ('RDZV_STORE_HOST_EXITED', 'RENDEZVOUS_CLOSED', True): (1, 1, 0),
+    ('RDZV_STORE_HOST_EXITED', 'RENDEZVOUS_CLOSED', True): (2, 0, 0),
     ('RDZV_STORE_HOST_EXITED', 'rule', False): (1, 1, 0),
-    ('SCRIPT_WITHOUT_LAUNCHER', 'KEYERROR_RANK_VARIABLE', True): (5, 0, 0),
+    ('SCRIPT_WITHOUT_LAUNCHER', 'KEYERROR_RANK_VARIABLE', True): (6, 0, 0),
     ('SLURM_NTASKS_MISMATCH', 'rule', True): (2, 0, 0),
-    ('USER_CODE_EXCEPTION', 'rule', False): (0, 4, 4),
-    ('USER_CODE_EXCEPTION', 'rule', True): (6, 4, 4),
+    ('USER_CODE_EXCEPTION', 'rule', False): (0, 5, 4),
+    ('USER_CODE_EXCEPTION', 'rule', True): (6, 4, 5),
     ('WINDOWS_HOSTS_FILE_REVERSE_NAME', 'SYSTEM_ERROR_10049', False): (0, 1, 1),
-    ('WORKER_NATIVE_CRASH', 'OMPI_SIGNAL', False): (0, 1, 1),
-    ('WORKER_NATIVE_CRASH', 'TORCHRUN_FAILED_NATIVE_SIGNAL', False): (6, 2, 0),
+    ('WORKER_NATIVE_CRASH', 'OMPI_SIGNAL', False): (1, 0, 1),
+    ('WORKER_NATIVE_CRASH', 'TORCHRUN_FAILED_NATIVE_SIGNAL', False): (8, 0, 0),
     ('WSL_NCCL_UNSUPPORTED', 'rule', False): (2, 0, 0),
 }
-
-
-# (first mode, basis, second mode): (label was the first, label was the second), dev logs whose first answer was below
-# LOW; pairs where the second was never the label are left out (they cannot move).
 ORDER: dict[tuple[str, str, str], tuple[int, int]] = {
     ('COLLECTIVE_MISMATCH_ACROSS_RANKS', 'IB_COLLECTIVE_SIZE_MISMATCH', 'NCCL_ENV_MISMATCH_ACROSS_NODES'): (1, 1),
     ('DATALOADER_SHM_BUS_ERROR', 'OMPI_SIGNAL_BUS', 'NCCL_SHM_TOO_SMALL'): (0, 1),
@@ -137,6 +135,7 @@ ORDER: dict[tuple[str, str, str], tuple[int, int]] = {
     ('FABRIC_MANAGER_NOT_RUNNING', 'NCCL_WARN_CUDA_FAILURE_INVALID', 'CUDA_DRIVER_TOO_OLD'): (4, 1),
     ('FIREWALL_BLOCKS_PORTS', 'NO_ROUTE_TO_HOST', 'RDZV_ENDPOINT_UNREACHABLE'): (0, 2),
     ('GLOO_COLLECTIVE_TIMEOUT', 'TIMED_OUT_WAITING', 'NCCL_COLLECTIVE_TIMEOUT'): (0, 1),
+    ('HOST_OOM_SIGKILL', 'rule', 'DEEPSPEED_LAUNCHER_TEARDOWN'): (2, 1),
     ('IB_ROCE_GID_MISMATCH', 'GOT_COMPLETION', 'IB_FABRIC_FAULT'): (2, 1),
     ('MASTER_PORT_IN_USE', 'ERROR', 'NODE_RANK_DUPLICATED'): (6, 1),
     ('RANK_OUT_OF_WORLD_SIZE', 'rule', 'SLURM_NTASKS_MISMATCH'): (0, 1),
@@ -178,7 +177,7 @@ def calibrate(out: list) -> None:
         return   # the counts of the hide/show step are for the other reading first
     top = out[0]
     k = key(top)
-    right, unknown, _ = TALLY.get(k, (0, 0, 0))
+    right, unknown, other = TALLY.get(k, (0, 0, 0))
     what = decision(k)
     if what == "hide":
         f = HIDDEN / top.confidence
@@ -187,7 +186,12 @@ def calibrate(out: list) -> None:
         top.notes.append(f"low confidence, not named: of the collected threads whose log rested on this line "
                          f"alone ({top.basis}), {unknown} found no cause and {right} found this one; the candidates "
                          "are possibilities, each with what would decide it")
-    elif what == "show" and top.failure.ceiling >= SHOW_FULL:
+    elif what == "show":   # lifts the first answer only, order kept: a ceilinged mode outranks nothing by it
         top.confidence = SHOW_FULL
-        top.notes.append(f"low confidence, named: of the collected threads whose log rested on this line "
-                         f"({top.basis}), {right} found this cause and {unknown} found none")
+        if top.failure.kind == "consequence":   # its label means the thread found nothing behind it (corpus README)
+            top.notes.append(f"low confidence, named: this is what the log shows, not why; of the collected threads "
+                             f"whose log rested on this line ({top.basis}), {right} found no cause behind it and "
+                             f"{other} found one the log did not show")
+        else:
+            top.notes.append(f"low confidence, named: of the collected threads whose log rested on this line "
+                             f"({top.basis}), {right} found this cause and {unknown} found none")
