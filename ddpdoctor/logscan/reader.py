@@ -3,7 +3,7 @@
 Handles: any size (blocks of CHUNK bytes; a line longer than a block is passed on in pieces, so a
 1 GB line costs no more memory than a short one), gzip, UTF-16 with a BOM (what PowerShell's `>`
 writes), ANSI colour codes, CRLF, NUL bytes and invalid UTF-8 (decoded with replacement only on
-the few lines that match). Line numbers count '\\n' like editors and `grep -n` do.
+the few lines that match), and a forum's typesetting of a pasted log (curly quotes, dashes, `…`, no-break spaces). Line numbers count '\\n' like editors and `grep -n` do.
 """
 from __future__ import annotations
 
@@ -197,10 +197,46 @@ def _url_decoded(data: bytes, find=_bytes_find) -> bytes:
     return b"".join(out) + data[done:] if out else data
 
 
+# A log pasted into a forum post, a chat or a word processor comes back typeset: `--nproc_per_node` as an en or em
+# dash, quotes curly, `...` as one ellipsis character, spaces as non-breaking ones (smartypants, Word's autocorrect,
+# GitHub's and Discourse's renderers when the poster did not fence the log). A person reads through that; the
+# signatures are written from the code's ASCII, so the reader undoes it. Every one of these but the minus sign is a
+# UTF-8 sequence starting 0xE2 0x80 or 0xC2 0xA0: a block of plain ASCII (almost every log) costs two or three
+# searches and is not copied. A dash stands for `--` (what smartypants makes an en dash and Word an em dash), a
+# hyphen-like one for `-`.
+_TYPESET = (
+    (b"\xe2\x80\x94", b"--"),   # EM DASH: `--flag` (Word, WordPress)
+    (b"\xe2\x80\x93", b"--"),   # EN DASH: `--flag` (smartypants' `--`)
+    (b"\xe2\x80\x95", b"--"),   # HORIZONTAL BAR
+    (b"\xe2\x80\x90", b"-"), (b"\xe2\x80\x91", b"-"), (b"\xe2\x80\x92", b"-"),   # hyphen, no-break hyphen, figure dash
+    (b"\xe2\x80\x98", b"'"), (b"\xe2\x80\x99", b"'"),     # curly single quotes
+    (b"\xe2\x80\x9c", b'"'), (b"\xe2\x80\x9d", b'"'),     # curly double quotes
+    (b"\xe2\x80\xa6", b"..."),  # HORIZONTAL ELLIPSIS
+    (b"\xe2\x80\xaf", b" "), (b"\xe2\x80\x89", b" "),     # narrow no-break and thin spaces
+)
+_HAS_TYPESET = literal_finder(b"\xe2\x80")
+_HAS_NBSP = literal_finder(b"\xc2\xa0")
+_HAS_MINUS = literal_finder(b"\xe2\x88\x92")
+
+
+def _untypeset(data: bytes) -> bytes:
+    """`data` with typographic dashes, quotes, ellipses and no-break spaces as the ASCII they stand for (no newline
+    is added or removed: line numbers stay)."""
+    if _HAS_TYPESET(data):
+        for typeset, ascii_ in _TYPESET:
+            data = data.replace(typeset, ascii_)
+    if _HAS_NBSP(data):
+        data = data.replace(b"\xc2\xa0", b" ")
+    if _HAS_MINUS(data):
+        data = data.replace(b"\xe2\x88\x92", b"-")   # MINUS SIGN (U+2212)
+    return data
+
+
 def _clean(block: Block) -> Block:
     block.size = len(block.data)
     if b"\x1b" in block.data:
         block.data = ANSI_RE.sub(b"", block.data)
     if _HAS_ESCAPE(block.data):   # not `in`: that costs as much as the block's lower() (gatefind.literal_finder)
         block.data = _url_decoded(block.data, FIND)
+    block.data = _untypeset(block.data)
     return block
