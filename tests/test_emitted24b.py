@@ -7,13 +7,13 @@ the shared gate is ' : using '; Slurm 23.02+ `srun: warning: can't honor` in low
 Here every rendered line goes through logscan's default matcher, which finds lines by gate words, checks triggers and
 only then the regex, as `explain --log` does.
 """
-import io
 
 import pytest
 
 from ddpdoctor import catalog
 from ddpdoctor.logscan import default_matcher
 
+from logtext import found
 from test_catalog_templates import render
 
 EMITTED = [(fm, s, e) for fm in catalog.failures().values() for s in fm.signatures for e in s.emitted]
@@ -24,20 +24,11 @@ def matcher():
     return default_matcher()
 
 
-def _found(matcher, line: str) -> set[tuple[str, str]]:
-    out = set()
-    for lm in matcher.scan(io.BytesIO((line + "\n").encode())):
-        for rule, _groups in lm.matches:
-            if rule.failure is not None and rule.signature is not None:
-                out.add((rule.failure.id, rule.signature.name))
-    return out
-
-
 @pytest.mark.parametrize("fm,sig,e", EMITTED, ids=lambda x: getattr(x, "id", None) or getattr(x, "name", None)
                          or getattr(x, "versions", "?"))
 def test_the_scanner_reaches_the_signature_on_the_line_its_code_prints(matcher, fm, sig, e):
     line = e.prefix + render(e.template, e.values)
-    assert (fm.id, sig.name) in _found(matcher, line), (fm.id, sig.name, e.versions, line)
+    assert (fm.id, sig.name) in found(matcher, line), (fm.id, sig.name, e.versions, line)
 
 
 @pytest.mark.parametrize("line,mode,name", [
@@ -63,7 +54,7 @@ def test_the_scanner_reaches_the_signature_on_the_line_its_code_prints(matcher, 
      "opcode 0, len 0, vendor err 105", "MTU_MISMATCH", "GOT_COMPLETION"),
 ])
 def test_wordings_the_code_shows_and_no_earlier_pattern_took(matcher, line, mode, name):
-    assert (mode, name) in _found(matcher, line)
+    assert (mode, name) in found(matcher, line)
 
 
 @pytest.mark.parametrize("line", [
@@ -76,4 +67,4 @@ def test_wordings_the_code_shows_and_no_earlier_pattern_took(matcher, line, mode
     "(synd 0x15 vend 0x81 hw_synd 0/0)",
 ])
 def test_the_widened_mtu_patterns_keep_to_their_status(matcher, line):
-    assert not {n for m, n in _found(matcher, line) if m == "MTU_MISMATCH"}
+    assert not {n for m, n in found(matcher, line) if m == "MTU_MISMATCH"}

@@ -13,7 +13,7 @@ import pytest
 from ddpdoctor.logscan import default_matcher
 from ddpdoctor.logscan.reader import blocks
 from ddpdoctor.logscan.render import LOW, SHOW_FULL
-from logtext import explain, ids
+from logtext import explain, found, ids
 
 WARN = "node1:1234:1300 [0] {where} NCCL WARN "
 
@@ -21,16 +21,6 @@ WARN = "node1:1234:1300 [0] {where} NCCL WARN "
 @pytest.fixture(scope="module")
 def matcher():
     return default_matcher()
-
-
-def found(matcher, line: str) -> set[tuple[str, str]]:
-    """(mode, signature) pairs the scanner reaches on `line`, through its gate pass as `explain --log` does."""
-    out = set()
-    for lm in matcher.scan(io.BytesIO((line + "\n").encode())):
-        for rule, _groups in lm.matches:
-            if rule.failure is not None and rule.signature is not None:
-                out.add((rule.failure.id, rule.signature.name))
-    return out
 
 
 # --- NCCL's /dev/shm file: the errno it carries decides between a full /dev/shm and one the user may not write -----
