@@ -66,6 +66,7 @@ MIN_CONFIDENCE = 0.2   # ranker: at or below it a diagnosis is not listed
 CLUE_ONLY_MAX = 0.3    # ranker: the most a mode gets from clue lines alone
 CANDIDATE = 0.25       # a differential's best candidate of an undecided symptom: below SHOW_FULL, listed with why
 WEAKER = 0.21          # a further candidate (just above MIN_CONFIDENCE, so it is still listed)
+WEAKEST = 0.205        # a candidate listed after every WEAKER one (a driver a CUDA minor behind, endings.py)
 
 # (first mode, basis, named by the ranker): (label was that mode, label UNKNOWN, another label), dev logs whose first
 # answer was below LOW; keys seen once are left out (one log cannot reach MARGIN).

@@ -8,7 +8,8 @@ every mode at or below MIN_CONFIDENCE (a shared line of weight 0.2 alone names n
 or the generic symptom alone. A person reading them lists the possible causes, the likeliest first, each with the
 line that raised it and what would decide. This module does that from catalog data only (no per-log code):
 
-* when: the log shows a failure (Collector.failed: a cause/symptom line, an exception, torchrun's failure), and no
+* when: the log shows a failure (Collector.failed: a cause/symptom line, an exception, torchrun's failure, or one of
+  the TOLD_FAILURE clue lines, which say in their own words that the job failed), and no
   mode is decided (none of the ranker's `decisive` modes, a cause line of weight >= 0.5 of its own or a rule that
   strong, keeps DECIDED after the rules' caps: c10d's lookup warnings alone are capped, lookup_warning_only). A clean
   log with a GeForce line stays clean; a log that names its cause keeps it alone at the top.
@@ -144,13 +145,34 @@ def candidates(col: Collector, catalog: dict[str, FailureMode], explained: set,
                                                  -c.specificity, c.failure))
 
 
+# Clue lines that are no error line, yet say that the job failed: a log holding one of them failed, although no cause or
+# symptom line is in it (a hang prints none; a poster cuts the error off). Each is still a clue (it raises its mode as
+# a possibility, never more); it only opens the candidate list that a log without any failure line does not get.
+# tests/test_explain_clues25.py checks that each names a clue signature of the catalog.
+# * argparse's usage line naming --local_rank / --local-rank: CPython Lib/argparse.py ArgumentParser.error prints
+#   print_usage(stderr) and then `%(prog)s: error: %(message)s` and exits 2 (3.2 .. 3.13); a launched script prints
+#   its usage on a bad command line only (nobody posts `-h`), and the argument the launcher adds is the local rank.
+# * a poster's sentence that NCCL_P2P_DISABLE=1 (or P2P disabled) makes the job work: it did not work before.
+TOLD_FAILURE = (("LOCAL_RANK_ARG_MISMATCH", "ARGPARSE_USAGE_LOCAL_RANK"),
+                ("NCCL_P2P_ACS_IOMMU_HANG", "WORKS_WITH_P2P_DISABLED"),
+                ("CONSUMER_GPU_P2P_BROKEN", "WORKS_WITH_P2P_DISABLED"))
+
+
+def told_failure(col: Collector) -> bool:
+    """The log holds a TOLD_FAILURE line: it failed, whatever else it shows."""
+    return any((fid, st.signature.name) in TOLD_FAILURE for (fid, _), st in col.sigs.items())
+
+
 def clue_candidates(col: Collector, catalog: dict[str, FailureMode], decisive: set[str], explained: set,
-                    scores: Callable[[], dict[str, tuple[float, bool]]], add, caps) -> None:
+                    scores: Callable[[], dict[str, tuple[float, bool]]], add, caps, failed: bool | None = None) -> None:
     """The ranker's hook: lift a failing, undecided log's best candidates to listed weaker alternatives.
-    `scores()`: per mode its combined weight so far and whether a rule added to it (ranker.diagnose)."""
+    `scores()`: per mode its combined weight so far and whether a rule added to it (ranker.diagnose). `failed`: the
+    log shows a failure (default: Collector.failed or a TOLD_FAILURE line)."""
+    if failed is None:
+        failed = col.failed or told_failure(col)
     # a decisive line that a rule capped below DECIDED (a Windows lookup warning alone, lookup_warning_only) no longer
     # names the cause
-    if not col.failed or any(caps.cap.get(fid, 1.0) >= DECIDED for fid in decisive):
+    if not failed or any(caps.cap.get(fid, 1.0) >= DECIDED for fid in decisive):
         return
     now = scores()
     clue_only = {fid for fid in now if all(st.signature.role == CLUE for (f, _), st in col.sigs.items() if f == fid)}

@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 
 from ddpdoctor.catalog.model import CLUE
-from ddpdoctor.logscan.calibration import CANDIDATE, WEAKER
+from ddpdoctor.logscan.calibration import CANDIDATE, WEAKER, WEAKEST
 from ddpdoctor.logscan.evidence import Collector, Evidence
 
 DECIDES = 0.5      # a CUDA error string that names its cause (ranker.DECISIVE)
@@ -304,6 +304,7 @@ def _stopped_in_nccl_setup(col: Collector, cand, caps) -> None:
     where = f"the log stops at NCCL's set-up output (line {end.line} of {col.lines}) with no error: the job hung there " \
             "(creating the communicator or in its first collective, after which NCCL prints nothing until it " \
             "completes), or the paste stops before the error"
+    _driver_minor_behind(col, cand, where)
     if clues:
         for fid, evs in sorted(clues.items(), key=lambda kv: kv[1][0].line):
             first = sorted(evs, key=lambda e: e.line)[0]
@@ -334,6 +335,31 @@ def _stopped_in_nccl_setup(col: Collector, cand, caps) -> None:
              "if the nodes have InfiniBand / RoCE, NCCL does not see it (a container without /dev/infiniband, no "
              "rdma-core); decide with: `ibv_devinfo` where the job runs, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET",
              [sock])
+
+
+def _driver_minor_behind(col: Collector, cand, where: str) -> None:
+    """NCCL's `cudaDriverVersion N` (cuDriverGetVersion: 1000*major + 10*minor) below the CUDA of `NCCL version
+    x+cudaM.m`, within one major (rules.driver_older_than_build reads a major behind, in a failing log). CUDA's
+    minor-version compatibility runs such a build on the older driver, but a call the driver does not have yet fails
+    with cudaErrorCallRequiresNewerDriver, "API call is not supported in the installed CUDA driver" (CUDA runtime API
+    docs; CUDA Compatibility guide, "Minor Version Compatibility": features that need a newer driver are not
+    available): a hang or a paste cut in NCCL's set-up may end so. A possibility, not a reading: a weaker candidate,
+    below the transport's readings (most such builds run on the older driver)."""
+    builds = [v for v in col.facts.get("nccl_version", []) if v.value.get("cuda")]
+    drivers = [v for v in col.facts.get("cuda_driver_version", []) if v.value.get("v", "").isdigit()]
+    if not builds or not drivers:
+        return
+    build = max(builds, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v.value["cuda"])[:2]))
+    driver = min(drivers, key=lambda v: int(v.value["v"]))
+    have = divmod(int(driver.value["v"]) // 10, 100)
+    need = tuple(int(x) for x in re.findall(r"\d+", build.value["cuda"])[:2])
+    if len(need) < 2 or have[0] != need[0] or have >= need:
+        return   # another major: rules.driver_older_than_build's reading; the same or newer: nothing to say
+    cand("CUDA_DRIVER_TOO_OLD", WEAKEST, f"{where}; NCCL was built for CUDA {build.value['cuda']} and the driver "
+         f"supports CUDA {have[0]}.{have[1]} (line {driver.line}): minor-version compatibility runs it, but a call newer "
+         "than the driver fails (`API call is not supported in the installed CUDA driver`); decide with: `nvidia-smi` "
+         "(driver and its `CUDA Version`), NCCL_DEBUG=WARN <rerun> (the WARN names the failing call)",
+         [_ev(driver), _ev(build)])
 
 
 def _nccl_invalid_argument(col: Collector, cand) -> None:

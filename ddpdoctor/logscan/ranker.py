@@ -30,7 +30,7 @@ from typing import Iterable
 
 from ddpdoctor.catalog.model import CAUSE, CLUE, CONSEQUENCE, FailureMode
 from ddpdoctor.logscan.calibration import CLUE_ONLY_MAX, LOW, MIN_CONFIDENCE, RULE, SHOW_FULL, calibrate
-from ddpdoctor.logscan.clues import clue_candidates
+from ddpdoctor.logscan.clues import clue_candidates, told_failure
 from ddpdoctor.logscan.differential import Caps, differential
 from ddpdoctor.logscan.native import sigbus_in_nccl
 from ddpdoctor.logscan.evidence import Collector, Evidence
@@ -292,15 +292,17 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
     lookup_warning_only(col, caps)
     gid_kind_fits(col, caps)
     port_after_rendezvous(col, caps)
+    failed = col.failed or told_failure(col)   # a clue line that says the job failed (clues.TOLD_FAILURE)
     clue_candidates(col, catalog, set(decisive), explained,
-                    lambda: {f: (_combine(ws), "rule" in roles.get(f, ())) for f, ws in weights.items()}, add, caps)
+                    lambda: {f: (_combine(ws), "rule" in roles.get(f, ())) for f, ws in weights.items()}, add, caps,
+                    failed)
 
     out: list[Diagnosis] = []
     for fid, ws in weights.items():
         fm = catalog[fid]
         evs = _collapse(sorted({e.line: e for e in evidence.get(fid, [])}.values(), key=lambda e: e.line))
         clue_only = roles.get(fid, set()) <= {CLUE}
-        if clue_only and not col.failed:
+        if clue_only and not failed:
             continue  # an INFO line in a log that shows no failure is not a diagnosis
         conf = min(_combine(ws), caps.cap.get(fid, 1.0))
         notes.setdefault(fid, []).extend(caps.notes.get(fid, []))
