@@ -153,9 +153,13 @@ def candidates(col: Collector, catalog: dict[str, FailureMode], explained: set,
 #   print_usage(stderr) and then `%(prog)s: error: %(message)s` and exits 2 (3.2 .. 3.13); a launched script prints
 #   its usage on a bad command line only (nobody posts `-h`), and the argument the launcher adds is the local rank.
 # * a poster's sentence that NCCL_P2P_DISABLE=1 (or P2P disabled) makes the job work: it did not work before.
+# * the second line of Lightning's MisconfigurationException (`But your machine only has: []`): raised, though its
+#   class name is no `...Error` the exception fact reads.
 TOLD_FAILURE = (("LOCAL_RANK_ARG_MISMATCH", "ARGPARSE_USAGE_LOCAL_RANK"),
                 ("NCCL_P2P_ACS_IOMMU_HANG", "WORKS_WITH_P2P_DISABLED"),
-                ("CONSUMER_GPU_P2P_BROKEN", "WORKS_WITH_P2P_DISABLED"))
+                ("CONSUMER_GPU_P2P_BROKEN", "WORKS_WITH_P2P_DISABLED"),
+                ("CUDA_VISIBLE_DEVICES_HIDES_GPUS", "LIGHTNING_MACHINE_HAS_NO_GPU"),
+                ("TORCH_SEES_NO_GPU", "LIGHTNING_MACHINE_HAS_NO_GPU"))
 
 
 def told_failure(col: Collector) -> bool:
@@ -193,7 +197,8 @@ def clue_candidates(col: Collector, catalog: dict[str, FailureMode], decisive: s
         conf = max(top - STEP * (i + 1), MIN_CONFIDENCE + 0.001 * (MAX_CANDIDATES - i))
         sig = next((s for s in fm.signatures if s.name == c.signature), None)
         what = c.line.note or (sig.note if sig is not None and sig.note and "{" not in sig.note else c.signature)
-        also = f"; {' and '.join(c.shared_with[:3])} match that line too" if c.shared_with else ""
+        verb = "matches" if len(c.shared_with[:3]) == 1 else "match"
+        also = f"; {' and '.join(c.shared_with[:3])} {verb} that line too" if c.shared_with else ""
         add(c.failure, conf, f"low confidence: a possible cause, not a decided one: line {c.line.line} ({what}{also}) "
             f"points at it, and nothing in the log names a cause; decide with: {_decide(fm)}", [c.line])
         caps.cap[c.failure] = min(conf, caps.cap.get(c.failure, 1.0))
