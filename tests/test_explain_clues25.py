@@ -114,3 +114,14 @@ def test_libibverbs_skipping_an_rdma_device_is_a_candidate_of_a_failing_log_only
     assert by_id(ex, "IB_DEVICE_NOT_VISIBLE").confidence < SHOW_FULL
     # the warning in a healthy log (the job runs on sockets) is no diagnosis
     assert ids(explain([COULDNT_STAT, "epoch 1: loss 0.31", "Training finished."])) == []
+
+
+def test_a_reading_that_only_clue_lines_raise_is_calibrated_apart_from_a_failure_lines_reading():
+    # calibration.py counts per (first mode, basis): the poster's sentence is a clue reading (basis CLUE); CUDA's
+    # `peer mapping resources exhausted` under NCCL's unhandled cuda error is a failure line's reading (endings.py)
+    from ddpdoctor.logscan import calibration
+    ex = explain(TOPO + [P2P_WORDINGS[1]])
+    assert {d.basis for d in ex.diagnoses if d.failure.id in P2P_MODES} == {calibration.CLUE}
+    peer = explain(["node1:1:1 [0] transport.cc:154 NCCL WARN Cuda failure 'peer mapping resources exhausted'",
+                    "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled cuda error, NCCL version 2.10.3"])
+    assert by_id(peer, "CONSUMER_GPU_P2P_BROKEN").basis != calibration.CLUE

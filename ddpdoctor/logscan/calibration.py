@@ -47,7 +47,16 @@ store, read first as a firewall's REJECT and second as an endpoint nothing route
 subnet). The kernel answers a connect with EHOSTUNREACH when the address does not answer ARP or has no route, and a
 firewall gives it only when it rejects with icmp-host-prohibited (firewalld's default; iptables' REJECT answers
 `Connection refused`); the threads found the address 2 times and the firewall 0 (the second of them in batch 12,
-counted after the first had been seen). Leave-one-out cannot reproduce a decision two logs make.
+counted after the first had been seen). Leave-one-out cannot reproduce a decision two logs make. Since clues25
+(issue 23), a reading whose only lines are clue lines (a rule or clues.py made it a candidate) has the basis CLUE,
+apart from the rules' readings of failure lines: the same decisions as before under the new keys (WSL's markers 2/0,
+named; USER_CODE_EXCEPTION's named rule readings split 3/4/5 by rule and 3/0/0 by clue, neither hidden), and it keeps
+this order from moving a CUDA error's own candidates (`peer mapping`: the GeForce reading first). A log without
+a failure line whose clue is the poster's "works with NCCL_P2P_DISABLE=1" (or a log stopping
+in NCCL's set-up), read first as GeForce P2P (CONSUMER_GPU_P2P_BROKEN) and second as PCIe ACS / an IOMMU: the threads
+found ACS 3 times (workstation RTX 5880 Ada, RTX PRO 6000, a PXB/PIX server) and the GeForce reading once. Both stay
+below SHOW_FULL (a swap exchanges confidences, never lifts): the order of two possibilities, decided by 3 of the dev
+logs the clue was written from, so a count of the same logs, not an independent measure.
 
 TALLY and ORDER hold the dev counts (benchmarks/calibrate_explain.py --python prints them afresh, counted on the
 ranker's output before this step; tests/test_ranker_order.py fails when a decision no longer follows from a fresh
@@ -58,6 +67,7 @@ from __future__ import annotations
 SHOW_FULL = 0.35  # render: diagnoses at or above it get a full section (named)
 LOW = 0.5         # render: below it a diagnosis is marked "low confidence" and weaker alternatives are shown
 RULE = "rule"
+CLUE = "clue"     # the basis of a reading whose only lines are clue lines (ranker.py): apart from the rules' readings
 MARGIN = 2
 HIDDEN = 0.34     # just below SHOW_FULL: the first candidate of "possible:"
 # The levels the ranker and the differentials share (ranker.py, clues.py, symptoms.py, endings.py): defined once here,
@@ -72,7 +82,9 @@ WEAKEST = 0.205        # a candidate listed after every WEAKER one (a driver a C
 # answer was below LOW; keys seen once are left out (one log cannot reach MARGIN).
 TALLY: dict[tuple[str, str, bool], tuple[int, int, int]] = {
     ('COLLECTIVE_MISMATCH_ACROSS_RANKS', 'IB_COLLECTIVE_SIZE_MISMATCH', True): (1, 0, 1),
+    ('CONSUMER_GPU_P2P_BROKEN', 'clue', False): (1, 0, 3),
     ('CUDA_KERNEL_ERROR', 'ILLEGAL_ACCESS_SEEN_BY_NCCL', False): (2, 1, 0),
+    ('CUDA_VISIBLE_DEVICES_HIDES_GPUS', 'clue', False): (1, 1, 0),
     ('DATALOADER_OPEN_FILES_LIMIT', 'ERRNO_24_EMFILE', True): (2, 0, 0),
     ('DATALOADER_OPEN_FILES_LIMIT', 'SHM_OPEN_FAILED_NO_REASON', True): (2, 0, 0),
     ('DDP_MODEL_MISMATCH_ACROSS_RANKS', 'OTHER_RANK_ZERO_PARAMS', True): (3, 0, 0),
@@ -90,10 +102,11 @@ TALLY: dict[tuple[str, str, bool], tuple[int, int, int]] = {
     ('HOSTNAME_UNRESOLVABLE', 'NAME_LOOKUP_FAILED', True): (7, 1, 1),
     ('HOST_OOM_SIGKILL', 'rule', False): (0, 1, 1),
     ('HOST_OOM_SIGKILL', 'rule', True): (2, 0, 1),
-    ('IB_DEVICE_NOT_VISIBLE', 'rule', False): (1, 0, 1),
+    ('IB_DEVICE_NOT_VISIBLE', 'clue', False): (1, 0, 1),
     ('IB_FABRIC_FAULT', 'NCCL_REMOTE_ERROR', True): (4, 0, 0),
     ('IB_ROCE_GID_MISMATCH', 'GOT_COMPLETION', True): (3, 1, 1),
     ('LAUNCHER_SSH_UNREACHABLE', 'COLOSSALAI_RUN_FAILED_ON_HOST', True): (2, 0, 0),
+    ('LOCAL_RANK_ARG_MISMATCH', 'clue', False): (1, 0, 1),
     ('MASTER_PORT_IN_USE', 'ERROR', True): (6, 0, 1),
     ('MTU_MISMATCH', 'QP_LOCAL_ACCESS_VIOLATION', False): (1, 2, 0),
     ('NCCL_COLLECTIVE_TIMEOUT', 'DUMP_SIGNAL_COLLECTIVE_TIMEOUT', True): (2, 0, 0),
@@ -110,7 +123,7 @@ TALLY: dict[tuple[str, str, bool], tuple[int, int, int]] = {
     ('NCCL_WATCHDOG_HUNG', 'HEARTBEAT_MONITOR_TIMED_OUT', False): (6, 0, 0),
     ('NCCL_WATCHDOG_HUNG', 'WATCHDOG_GOT_STUCK', False): (3, 0, 0),
     ('NPROC_EXCEEDS_GPUS', 'CUDA_INVALID_ORDINAL', True): (10, 5, 1),
-    ('NPROC_EXCEEDS_GPUS', 'rule', True): (2, 0, 0),
+    ('NPROC_EXCEEDS_GPUS', 'clue', True): (2, 0, 0),
     ('RDZV_ENDPOINT_UNREACHABLE', 'RDZV_CONNECTION_ERROR', True): (2, 1, 0),
     ('RDZV_ENDPOINT_UNREACHABLE', 'STORE_CONNECT_FAILED_2', True): (3, 0, 0),
     ('RDZV_ENDPOINT_UNREACHABLE', 'STORE_CONNECT_TIMEOUT', True): (7, 1, 1),
@@ -121,26 +134,31 @@ TALLY: dict[tuple[str, str, bool], tuple[int, int, int]] = {
     ('RDZV_STORE_HOST_EXITED', 'RENDEZVOUS_CLOSED', True): (2, 0, 0),
     ('RDZV_STORE_HOST_EXITED', 'rule', False): (1, 1, 0),
     ('SCRIPT_WITHOUT_LAUNCHER', 'KEYERROR_RANK_VARIABLE', True): (6, 0, 0),
-    ('SLURM_NTASKS_MISMATCH', 'rule', True): (2, 0, 0),
-    ('USER_CODE_EXCEPTION', 'rule', False): (0, 5, 4),
-    ('USER_CODE_EXCEPTION', 'rule', True): (6, 4, 5),
+    ('SLURM_NTASKS_MISMATCH', 'clue', True): (2, 0, 0),
+    ('USER_CODE_EXCEPTION', 'clue', False): (0, 3, 1),
+    ('USER_CODE_EXCEPTION', 'clue', True): (3, 0, 0),
+    ('USER_CODE_EXCEPTION', 'rule', False): (0, 2, 3),
+    ('USER_CODE_EXCEPTION', 'rule', True): (3, 4, 5),
     ('WINDOWS_HOSTS_FILE_REVERSE_NAME', 'SYSTEM_ERROR_10049', False): (0, 1, 1),
     ('WORKER_NATIVE_CRASH', 'OMPI_SIGNAL', False): (1, 0, 1),
     ('WORKER_NATIVE_CRASH', 'TORCHRUN_FAILED_NATIVE_SIGNAL', False): (8, 0, 0),
-    ('WSL_NCCL_UNSUPPORTED', 'rule', False): (2, 0, 0),
+    ('WSL_NCCL_UNSUPPORTED', 'clue', False): (2, 0, 0),
 }
 ORDER: dict[tuple[str, str, str], tuple[int, int]] = {
     ('COLLECTIVE_MISMATCH_ACROSS_RANKS', 'IB_COLLECTIVE_SIZE_MISMATCH', 'NCCL_ENV_MISMATCH_ACROSS_NODES'): (1, 1),
+    ('CONSUMER_GPU_P2P_BROKEN', 'clue', 'NCCL_P2P_ACS_IOMMU_HANG'): (1, 3),
     ('DATALOADER_SHM_BUS_ERROR', 'OMPI_SIGNAL_BUS', 'NCCL_SHM_TOO_SMALL'): (0, 1),
     ('DUPLICATE_GPU_PER_RANK', 'NCCLINVALIDUSAGE', 'NPROC_EXCEEDS_GPUS'): (2, 1),
     ('FABRIC_MANAGER_NOT_RUNNING', 'NCCL_WARN_CUDA_FAILURE_INVALID', 'CUDA_DRIVER_TOO_OLD'): (4, 1),
     ('FIREWALL_BLOCKS_PORTS', 'NO_ROUTE_TO_HOST', 'RDZV_ENDPOINT_UNREACHABLE'): (0, 2),
     ('GLOO_COLLECTIVE_TIMEOUT', 'TIMED_OUT_WAITING', 'NCCL_COLLECTIVE_TIMEOUT'): (0, 1),
     ('HOST_OOM_SIGKILL', 'rule', 'DEEPSPEED_LAUNCHER_TEARDOWN'): (2, 1),
+    ('IB_DEVICE_NOT_VISIBLE', 'clue', 'CUDA_DRIVER_TOO_OLD'): (0, 1),
     ('IB_ROCE_GID_MISMATCH', 'GOT_COMPLETION', 'IB_FABRIC_FAULT'): (2, 1),
     ('MASTER_PORT_IN_USE', 'ERROR', 'NODE_RANK_DUPLICATED'): (6, 1),
     ('RANK_OUT_OF_WORLD_SIZE', 'rule', 'SLURM_NTASKS_MISMATCH'): (0, 1),
     ('USER_CODE_EXCEPTION', 'rule', 'GPU_OUT_OF_MEMORY'): (0, 1),
+    ('USER_CODE_EXCEPTION', 'rule', 'NCCL_SHM_TOO_SMALL'): (0, 1),
     ('WINDOWS_HOSTS_FILE_REVERSE_NAME', 'SYSTEM_ERROR_10049', 'WINDOWS_NO_NCCL_BACKEND'): (0, 1),
 }
 

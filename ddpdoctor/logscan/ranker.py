@@ -29,6 +29,7 @@ import re
 from typing import Iterable
 
 from ddpdoctor.catalog.model import CAUSE, CLUE, CONSEQUENCE, FailureMode
+from ddpdoctor.logscan.calibration import CLUE as CLUE_BASIS
 from ddpdoctor.logscan.calibration import CLUE_ONLY_MAX, LOW, MIN_CONFIDENCE, RULE, SHOW_FULL, calibrate
 from ddpdoctor.logscan.clues import clue_candidates, told_failure
 from ddpdoctor.logscan.differential import Caps, differential
@@ -312,8 +313,11 @@ def diagnose(col: Collector, catalog: dict[str, FailureMode]) -> list[Diagnosis]
             conf = fm.ceiling
             notes.setdefault(fid, []).append(f"low confidence: this says what happened, not why; what would decide: "
                                              f"{fm.undecided or 'the first error of the rank that failed first'}")
+        # a reading with no failure line of its own but clue lines (a GeForce card, a WSL kernel, a poster's "works
+        # with NCCL_P2P_DISABLE=1"), which a rule or clues.py lifted to a candidate, rests on those clues: its own
+        # calibration key (calibration.CLUE), apart from the rules' readings of failure lines (a CUDA error's candidates)
         out.append(Diagnosis(fm, conf, evs, notes.get(fid, []), clue_only=clue_only, score=conf,
-                             basis=basis.get(fid, RULE)))
+                             basis=basis.get(fid, CLUE_BASIS if CLUE in roles.get(fid, ()) else RULE)))
     roots = [d for d in out if d.failure.kind != CONSEQUENCE and d.confidence >= 0.5 and not d.clue_only]
     if roots:
         top = max(roots, key=lambda d: (d.confidence, -d.first_line))
