@@ -345,15 +345,11 @@ def _driver_minor_behind(col: Collector, cand, where: str) -> None:
     docs; CUDA Compatibility guide, "Minor Version Compatibility": features that need a newer driver are not
     available): a hang or a paste cut in NCCL's set-up may end so. A possibility, not a reading: a weaker candidate,
     below the transport's readings (most such builds run on the older driver)."""
-    builds = [v for v in col.facts.get("nccl_version", []) if v.value.get("cuda")]
-    drivers = [v for v in col.facts.get("cuda_driver_version", []) if v.value.get("v", "").isdigit()]
-    if not builds or not drivers:
+    found = col.cuda_build_and_driver()   # the pair rules.driver_older_than_build reads
+    if found is None:
         return
-    build = max(builds, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v.value["cuda"])[:2]))
-    driver = min(drivers, key=lambda v: int(v.value["v"]))
-    have = divmod(int(driver.value["v"]) // 10, 100)
-    need = tuple(int(x) for x in re.findall(r"\d+", build.value["cuda"])[:2])
-    if len(need) < 2 or have[0] != need[0] or have >= need:
+    build, driver, need, have = found
+    if have[0] != need[0] or have >= need:
         return   # another major: rules.driver_older_than_build's reading; the same or newer: nothing to say
     cand("CUDA_DRIVER_TOO_OLD", WEAKEST, f"{where}; NCCL was built for CUDA {build.value['cuda']} and the driver "
          f"supports CUDA {have[0]}.{have[1]} (line {driver.line}): minor-version compatibility runs it, but a call newer "

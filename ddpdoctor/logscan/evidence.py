@@ -133,6 +133,21 @@ class Collector:
                 out.append(x)
         return out
 
+    def cuda_build_and_driver(self) -> tuple[FactValue, FactValue, tuple[int, int], tuple[int, int]] | None:
+        """The newest CUDA an NCCL build in the log was built for (`NCCL version 2.18.1+cuda12.1`) and the oldest CUDA
+        the driver supports (`cudaDriverVersion 11080`, cuDriverGetVersion: 1000 * major + 10 * minor): (build line,
+        driver line, (major, minor) built, (major, minor) of the driver); None when either is missing."""
+        builds = [v for v in self.facts.get("nccl_version", []) if v.value.get("cuda")]
+        drivers = self.facts.get("cuda_driver_version", [])
+        if not builds or not drivers:
+            return None
+        def cuda(v: FactValue) -> tuple[int, int]:
+            major, minor = v.value["cuda"].split(".")[:2]   # the fact's `\d+\.\d+`
+            return int(major), int(minor)
+        build = max(builds, key=cuda)
+        driver = min(drivers, key=lambda v: int(v.value["v"]))
+        return build, driver, cuda(build), divmod(int(driver.value["v"]) // 10, 100)
+
     def sig_values(self, failure_id: str, name: str = "") -> list[tuple[dict, str | None, int | None]]:
         """Captured values of `failure_id`'s signature called `name` (all its signatures when empty)."""
         out = []

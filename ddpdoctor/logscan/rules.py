@@ -425,14 +425,10 @@ def driver_older_than_build(col: Collector, add) -> None:
     reports its own newer version). Only in a log that shows a failure."""
     if not col.failed:
         return
-    builds = [v for v in col.facts.get("nccl_version", []) if v.value.get("cuda")]
-    drivers = col.facts.get("cuda_driver_version", [])
-    if not builds or not drivers:
+    found = col.cuda_build_and_driver()
+    if found is None:
         return
-    build = max(builds, key=lambda v: _version(v.value["cuda"]))
-    driver = min(drivers, key=lambda v: int(v.value["v"]))
-    major, minor = divmod(int(driver.value["v"]) // 10, 100)
-    built = _version(build.value["cuda"])
+    build, driver, built, (major, minor) = found
     if built[:1] > (major,):
         add("CUDA_DRIVER_TOO_OLD", 0.6, f"NCCL was built for CUDA {build.value['cuda']} and the driver supports CUDA "
             f"{major}.{minor}: a CUDA {built[0]} runtime needs a driver of that major version or newer",
