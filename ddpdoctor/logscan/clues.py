@@ -168,12 +168,10 @@ def told_failure(col: Collector) -> bool:
 
 
 def clue_candidates(col: Collector, catalog: dict[str, FailureMode], decisive: set[str], explained: set,
-                    scores: Callable[[], dict[str, tuple[float, bool]]], add, caps, failed: bool | None = None) -> None:
+                    scores: Callable[[], dict[str, tuple[float, bool]]], add, caps, failed: bool) -> None:
     """The ranker's hook: lift a failing, undecided log's best candidates to listed weaker alternatives.
     `scores()`: per mode its combined weight so far and whether a rule added to it (ranker.diagnose). `failed`: the
-    log shows a failure (default: Collector.failed or a TOLD_FAILURE line)."""
-    if failed is None:
-        failed = col.failed or told_failure(col)
+    log shows a failure (Collector.failed or a TOLD_FAILURE line: the ranker asks once and passes it)."""
     # a decisive line that a rule capped below DECIDED (a Windows lookup warning alone, lookup_warning_only) no longer
     # names the cause
     if not failed or any(caps.cap.get(fid, 1.0) >= DECIDED for fid in decisive):
